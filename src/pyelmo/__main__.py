@@ -1,0 +1,5 @@
+import sys
+
+from pyelmo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,50 @@
+"""The ``pyelmo`` command line: a thin layer over the Python API.
+
+Each subcommand lives in ``pyelmo.commands.<name>`` and provides
+``add_parser(subparsers)`` (which sets ``func``) so the core import stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Subcommand modules, in the order --help lists them.
+COMMANDS = ["embed"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pyelmo",
+        description="ELMo contextual word vectors: train a biLM, embed text, evaluate layers.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks for errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"pyelmo.commands.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pyelmo.errors import PyelmoError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except PyelmoError as exc:
+        if args.debug:
+            raise
+        print(f"pyelmo {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"pyelmo {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
