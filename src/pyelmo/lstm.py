@@ -1,0 +1,61 @@
+"""LSTM with a projection and clipping, as TensorFlow's ``LSTMCell(dim, num_proj, cell_clip, proj_clip)``.
+
+Gates are computed from ``[x, h_prev] W_0 + B`` in TF order i, j, f, o; the forget
+bias of +1 is added at run time::
+
+    c = sigmoid(f + 1) * c_prev + sigmoid(i) * tanh(j);   c = clip(c, cell_clip)
+    h = (sigmoid(o) * tanh(c)) W_P;                        h = clip(h, proj_clip)
+
+The input-to-gate products of all time steps are computed in one matrix multiply;
+only the recurrent product stays in the time loop, over the rows still running.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+FORGET_BIAS = 1.0
+
+
+class LstmWithProjection(nn.Module):
+    """One direction of one biLM layer."""
+
+    def __init__(self, input_dim: int, dim: int, projection_dim: int,
+                 cell_clip: float | None, proj_clip: float | None) -> None:
+        super().__init__()
+        self.dim, self.projection_dim = dim, projection_dim
+        self.cell_clip, self.proj_clip = cell_clip, proj_clip
+        self.input_gates = nn.Linear(input_dim, 4 * dim)  # W_0[:input_dim], B
+        self.state_gates = nn.Linear(projection_dim, 4 * dim, bias=False)  # W_0[input_dim:]
+        self.projection = nn.Linear(dim, projection_dim, bias=False)  # W_P_0
+
+    def step(self, gates: torch.Tensor, c_prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One time step from gate pre-activations; returns ``(h, c)``."""
+        i, j, f, o = gates.chunk(4, dim=-1)
+        c = torch.sigmoid(f + FORGET_BIAS) * c_prev + torch.sigmoid(i) * torch.tanh(j)
+        if self.cell_clip is not None:
+            c = c.clamp(-self.cell_clip, self.cell_clip)
+        h = self.projection(torch.sigmoid(o) * torch.tanh(c))
+        if self.proj_clip is not None:
+            h = h.clamp(-self.proj_clip, self.proj_clip)
+        return h, c
+
+    def forward(self, inputs: torch.Tensor, batch_sizes: list[int],
+                state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Run over ``inputs (B, T, input_dim)`` whose rows are sorted by descending length.
+
+        ``batch_sizes[t]`` is the number of rows still running at step ``t``; ``state`` is
+        ``(h (B, projection_dim), c (B, dim))``. Returns outputs ``(B, T, projection_dim)``
+        (zero past each row's end) and each row's state after its last step.
+        """
+        h, c = state[0].clone(), state[1].clone()
+        outputs = inputs.new_zeros(inputs.shape[0], inputs.shape[1], self.projection_dim)
+        input_gates = self.input_gates(inputs)
+        for t, n in enumerate(batch_sizes):
+            gates = input_gates[:n, t] + self.state_gates(h[:n])
+            h_t, c_t = self.step(gates, c[:n])
+            h = torch.cat([h_t, h[n:]]) if n < h.shape[0] else h_t
+            c = torch.cat([c_t, c[n:]]) if n < c.shape[0] else c_t
+            outputs[:n, t] = h_t
+        return outputs, (h, c)

@@ -1,0 +1,241 @@
+"""Weight formats: the released bilm-tf layout (options JSON + HDF5) and pyelmo's native directory
+(``config.json`` + ``model.safetensors``). Every problem is reported as a ``WeightFileError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from pyelmo.bilm import BACKWARD, FORWARD, BiLM
+from pyelmo.config import ElmoConfig
+from pyelmo.errors import WeightFileError
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+PathLike = str | os.PathLike
+
+
+# -- small atomic-write helper ------------------------------------------------------------
+def atomic_path(path: Path) -> Path:
+    """A temporary sibling of ``path``; write there, then ``os.replace`` it onto ``path``."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_text_atomic(path: PathLike, text: str) -> None:
+    path = Path(path)
+    tmp = atomic_path(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _readable_file(path: PathLike, what: str) -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise WeightFileError(f"{what} not found: {path}")
+    if path.is_dir():
+        raise WeightFileError(f"{what} is a directory, expected a file: {path}")
+    if not os.access(path, os.R_OK):
+        raise WeightFileError(f"{what} is not readable: {path}")
+    return path
+
+
+# -- options JSON -------------------------------------------------------------------------
+def load_options(path: PathLike) -> ElmoConfig:
+    """Read a released options JSON file into an ``ElmoConfig``."""
+    path = _readable_file(path, "options file")
+    try:
+        options = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WeightFileError(f"options file {path} is not valid JSON: {exc}") from None
+    if not isinstance(options, dict):
+        raise WeightFileError(f"options file {path} must hold a JSON object")
+    return ElmoConfig.from_options(options)
+
+
+# -- the bilm-tf HDF5 layout --------------------------------------------------------------
+def _cell(direction: int, layer: int) -> str:
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+def _hdf5_layout(model: BiLM) -> Iterator[tuple[str, torch.Tensor, str]]:
+    """(dataset name, model tensor, how to convert) for every dataset of the released layout.
+
+    Conversions: ``copy``; ``T`` (transpose); ``char`` (drop/add the padding row 0);
+    ``conv`` (TF HWIO ``(1, w, in, out)`` <-> torch ``(out, in, w)``); ``W0in`` / ``W0h``
+    (the input rows / the recurrent rows of ``W_0``, transposed).
+    """
+    enc = model.token_encoder
+    yield "char_embed", enc.char_embedding.weight, "char"
+    for i, conv in enumerate(enc.convolutions):
+        yield f"CNN/W_cnn_{i}", conv.weight, "conv"
+        yield f"CNN/b_cnn_{i}", conv.bias, "copy"
+    for k, highway in enumerate(enc.highways):
+        yield f"CNN_high_{k}/W_carry", highway.carry.weight, "T"
+        yield f"CNN_high_{k}/b_carry", highway.carry.bias, "copy"
+        yield f"CNN_high_{k}/W_transform", highway.transform.weight, "T"
+        yield f"CNN_high_{k}/b_transform", highway.transform.bias, "copy"
+    yield "CNN_proj/W_proj", enc.projection.weight, "T"
+    yield "CNN_proj/b_proj", enc.projection.bias, "copy"
+    for d in (FORWARD, BACKWARD):
+        for l, layer in enumerate(model.directions[d]):
+            yield f"{_cell(d, l)}/W_0", (layer.input_gates.weight, layer.state_gates.weight), "W0"
+            yield f"{_cell(d, l)}/B", layer.input_gates.bias, "copy"
+            yield f"{_cell(d, l)}/W_P_0", layer.projection.weight, "T"
+
+
+def _to_file_layout(tensor, how: str) -> np.ndarray:
+    if how == "W0":
+        return torch.cat([tensor[0], tensor[1]], dim=1).t().detach().cpu().numpy()
+    array = tensor.detach().cpu().numpy()
+    if how == "T":
+        return array.T
+    if how == "char":
+        return array[1:]
+    if how == "conv":
+        return array.transpose(2, 1, 0)[None]
+    return array
+
+
+def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike) -> BiLM:
+    """Build a ``BiLM`` from a released options JSON and bilm-tf weight HDF5 file."""
+    import h5py
+
+    config = load_options(options_file)
+    weight_file = _readable_file(weight_file, "weight file")
+    model = BiLM(config)
+    try:
+        handle = h5py.File(weight_file, "r")
+    except OSError as exc:
+        raise WeightFileError(f"weight file {weight_file} is not a readable HDF5 file ({exc})") from None
+    with handle, torch.no_grad():
+        for name, target, how in _hdf5_layout(model):
+            if name not in handle or not isinstance(handle[name], h5py.Dataset):
+                raise WeightFileError(f"weight file {weight_file} has no dataset {name!r}")
+            expected = _to_file_layout(target, how).shape
+            dataset = handle[name]
+            if dataset.shape != expected:
+                raise WeightFileError(
+                    f"weight file {weight_file}: dataset {name!r} has shape {dataset.shape}, "
+                    f"the options imply {expected}"
+                )
+            try:
+                array = np.asarray(dataset[...], dtype=np.float32)
+            except (OSError, ValueError) as exc:
+                raise WeightFileError(f"weight file {weight_file}: dataset {name!r} is unreadable ({exc})") from None
+            if not np.isfinite(array).all():
+                raise WeightFileError(f"weight file {weight_file}: dataset {name!r} holds NaN or infinite values")
+            _assign(target, how, torch.from_numpy(array))
+    return model.eval()
+
+
+def _assign(target, how: str, array: torch.Tensor) -> None:
+    if how == "W0":
+        n_in = target[0].shape[1]
+        target[0].copy_(array[:n_in].t())
+        target[1].copy_(array[n_in:].t())
+    elif how == "T":
+        target.copy_(array.t())
+    elif how == "char":
+        target[0].zero_()
+        target[1:].copy_(array)
+    elif how == "conv":
+        target.copy_(array[0].permute(2, 1, 0))
+    else:
+        target.copy_(array)
+
+
+def save_bilm_hdf5(model: BiLM, options_file: PathLike, weight_file: PathLike) -> None:
+    """Write ``model`` as a released options JSON and bilm-tf weight HDF5 file (atomically)."""
+    import h5py
+
+    weight_file = Path(weight_file)
+    tmp = atomic_path(weight_file)
+    try:
+        with h5py.File(tmp, "w") as out:
+            for name, tensor, how in _hdf5_layout(model):
+                out.create_dataset(name, data=_to_file_layout(tensor, how).astype(np.float32))
+        write_text_atomic(options_file, model.config.to_json() + "\n")
+        os.replace(tmp, weight_file)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# -- native format ------------------------------------------------------------------------
+def save_pretrained(model: BiLM, directory: PathLike, extra_tensors: dict[str, torch.Tensor] | None = None,
+                    metadata: dict | None = None) -> Path:
+    """Save ``model`` as ``DIR/config.json`` + ``DIR/model.safetensors`` (atomically per file).
+
+    ``extra_tensors`` (e.g. the softmax) are stored beside the biLM's weights.
+    """
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    tensors.update({k: v.detach().contiguous().cpu() for k, v in (extra_tensors or {}).items()})
+    weights = directory / WEIGHTS_NAME
+    tmp = atomic_path(weights)
+    try:
+        save_file(tensors, str(tmp), metadata={"format": "pyelmo"})
+        config = {"format": "pyelmo", "options": model.config.to_options(), **(metadata or {})}
+        write_text_atomic(directory / CONFIG_NAME, json.dumps(config, indent=2) + "\n")
+        os.replace(tmp, weights)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return directory
+
+
+def read_native_config(directory: PathLike) -> dict:
+    """The parsed ``config.json`` of a native model directory."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise WeightFileError(f"model directory not found: {directory}")
+    path = _readable_file(directory / CONFIG_NAME, "model config")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WeightFileError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("options"), dict):
+        raise WeightFileError(f"{path} has no 'options' object")
+    return config
+
+
+def load_native_tensors(directory: PathLike) -> dict[str, torch.Tensor]:
+    """All tensors of ``DIR/model.safetensors`` (safetensors only: nothing is unpickled)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = _readable_file(Path(directory) / WEIGHTS_NAME, "model weights")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise WeightFileError(f"{path} is not a valid safetensors file ({exc})") from None
+
+
+def from_pretrained(directory: PathLike) -> BiLM:
+    """Load a ``BiLM`` saved by ``save_pretrained``."""
+    config = ElmoConfig.from_options(read_native_config(directory)["options"])
+    tensors = load_native_tensors(directory)
+    model = BiLM(config)
+    expected = model.state_dict()
+    for name, target in expected.items():
+        if name not in tensors:
+            raise WeightFileError(f"{directory}: weights lack tensor {name!r}")
+        if tuple(tensors[name].shape) != tuple(target.shape):
+            raise WeightFileError(
+                f"{directory}: tensor {name!r} has shape {tuple(tensors[name].shape)}, "
+                f"the config implies {tuple(target.shape)}"
+            )
+        if not torch.isfinite(tensors[name]).all():
+            raise WeightFileError(f"{directory}: tensor {name!r} holds NaN or infinite values")
+    model.load_state_dict({k: tensors[k].float() for k in expected}, strict=True)
+    return model.eval()
