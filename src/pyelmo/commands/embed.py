@@ -1,0 +1,81 @@
+"""``pyelmo embed``: a file of sentences to an HDF5 file of contextual vectors."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyelmo.embed import DEFAULT_BATCH_SIZE
+
+DESCRIPTION = """\
+Embed INPUT (one whitespace-tokenized sentence per line; '-' reads stdin) into OUTPUT,
+an HDF5 file in the layout of AllenNLP's `elmo` command: one float32 dataset per line,
+keyed by its line index ("0", "1", ...), shaped (layers, tokens, dim) with --all or
+(tokens, dim) with --top / --average, plus `sentence_to_index` (JSON) unless
+--forget-sentences. The output is written to a temporary file and renamed when complete.
+Without --model or --options-file/--weight-file the shipped English model is used."""
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model / --options-file / --weight-file, shared by every command that loads a biLM."""
+    group = parser.add_argument_group("model (default: the shipped English model)")
+    group.add_argument("--model", metavar="DIR", help="native model directory (config.json + model.safetensors)")
+    group.add_argument("--options-file", metavar="JSON", help="released-format options file (with --weight-file)")
+    group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
+
+
+def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(model, weight_file) arguments for ``pyelmo.models.load`` from parsed CLI flags."""
+    from pyelmo.errors import InputError
+
+    if args.model and (args.options_file or args.weight_file):
+        raise InputError("give either --model or --options-file/--weight-file, not both")
+    if bool(args.options_file) != bool(args.weight_file):
+        raise InputError("--options-file and --weight-file go together")
+    if args.options_file:
+        return args.options_file, args.weight_file
+    return args.model, None
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("embed", help="embed a file of sentences into HDF5", description=DESCRIPTION,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("input", metavar="INPUT", help="text file, one tokenized sentence per line ('-' = stdin)")
+    parser.add_argument("output", metavar="OUTPUT", help="HDF5 file to write")
+    fmt = parser.add_mutually_exclusive_group()
+    fmt.add_argument("--all", dest="output_format", action="store_const", const="all",
+                     help="all layers, (layers, tokens, dim) per sentence (default)")
+    fmt.add_argument("--top", dest="output_format", action="store_const", const="top",
+                     help="top layer only, (tokens, dim)")
+    fmt.add_argument("--average", dest="output_format", action="store_const", const="average",
+                     help="mean of the layers, (tokens, dim)")
+    add_model_arguments(parser)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, metavar="N",
+                        help=f"sentences per batch (default {DEFAULT_BATCH_SIZE})")
+    parser.add_argument("--stateful", action="store_true",
+                        help="carry LSTM states from batch to batch row by row, like the original "
+                             "implementations (batches are consecutive lines); default: every sentence "
+                             "starts from zero states")
+    parser.add_argument("--forget-sentences", action="store_true", help="do not write sentence_to_index")
+    parser.add_argument("--use-sentence-keys", action="store_true",
+                        help="key datasets by the sentence text instead of the line index")
+    parser.add_argument("--skip-blank-lines", action="store_true",
+                        help="accept blank lines (their dataset is an empty array) instead of failing")
+    parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(func=run, output_format="all")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pyelmo.embed import ElmoEmbedder, _check_output_path
+
+    _check_output_path(args.output, args.overwrite)  # fail before loading the model
+    model, weight_file = model_source(args)
+    embedder = ElmoEmbedder(model, weight_file, batch_size=args.batch_size, stateful=args.stateful,
+                            device=args.device)
+    count = embedder.embed_file(args.input, args.output, output_format=args.output_format,
+                                forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
+                                skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,
+                                progress=not args.no_progress)
+    print(f"wrote {count} sentences to {args.output}")
+    return 0
