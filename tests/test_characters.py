@@ -1,0 +1,60 @@
+"""Character ids follow the spec: UTF-8 bytes, 48-byte cut, BOW/EOW/PAD, markers, +1 shift."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pyelmo.characters import BOW_CHAR, EOW_CHAR, PAD_CHAR, batch_to_ids, token_to_ids
+
+
+def test_ascii_token():
+    ids = token_to_ids("bank")
+    assert ids[:6] == (BOW_CHAR + 1, ord("b") + 1, ord("a") + 1, ord("n") + 1, ord("k") + 1, EOW_CHAR + 1)
+    assert set(ids[6:]) == {PAD_CHAR + 1}
+    assert len(ids) == 50
+
+
+def test_markers_and_literal_marker_tokens():
+    assert token_to_ids("<S>")[:3] == (259, 257, 260)
+    assert token_to_ids("</S>")[:3] == (259, 258, 260)
+    assert set(token_to_ids("<S>")[3:]) == {261}
+
+
+def test_utf8_bytes_and_cut_at_48_bytes():
+    ids = token_to_ids("é")  # two bytes
+    assert ids[1:4] == (0xC3 + 1, 0xA9 + 1, EOW_CHAR + 1)
+    long_ids = token_to_ids("x" * 500)
+    assert long_ids[49] == EOW_CHAR + 1 and long_ids[48] == ord("x") + 1
+    assert token_to_ids("漢" * 20)[49] == EOW_CHAR + 1  # 60 bytes, cut mid-character is fine
+
+
+def test_batch_padding_and_mask():
+    ids = batch_to_ids([["a", "b", "c"], ["d"], []])
+    assert ids.shape == (3, 3, 50)
+    mask = ids.gt(0).any(-1)
+    assert mask.tolist() == [[True, True, True], [True, False, False], [False, False, False]]
+    assert ids[1, 1:].eq(0).all()
+
+
+def test_empty_batch():
+    assert batch_to_ids([]).shape == (0, 0, 50)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.text(min_size=1, max_size=70).filter(lambda t: t.strip() == t and t), max_size=8), max_size=6))
+def test_any_strings_round_trip_shapes_and_masks(batch):
+    ids = batch_to_ids(batch)
+    longest = max((len(s) for s in batch), default=0)
+    assert ids.shape == (len(batch), longest, 50)
+    mask = ids.gt(0).any(-1)
+    assert mask.sum(-1).tolist() == [len(s) for s in batch]
+    for row, sentence in enumerate(batch):
+        for col, token in enumerate(sentence):
+            data = token.encode("utf-8", errors="surrogatepass")[:48]
+            if token in ("<S>", "</S>"):
+                continue
+            assert ids[row, col, 1 : 1 + len(data)].tolist() == [b + 1 for b in data]
+            assert ids[row, col, 1 + len(data)] == EOW_CHAR + 1
+    assert ids.dtype == torch.long

@@ -1,0 +1,91 @@
+"""The Python embedder and `pyelmo embed` write the de-facto HDF5 layout, atomically."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from pyelmo.cli import main
+from pyelmo.embed import ElmoEmbedder
+
+LINES = ["I deposited money in the bank .", "The boat stopped near the river bank .", "Hello"]
+
+
+def _args(ref):
+    return ["--options-file", str(ref.options), "--weight-file", str(ref.weights), "--no-progress"]
+
+
+@pytest.fixture
+def text(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(LINES) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("flag,shape", [("--all", (3, 7, 32)), ("--top", (7, 32)), ("--average", (7, 32))])
+def test_formats_and_sentence_to_index(allennlp_reference, tiny_model, text, tmp_path, flag, shape):
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", str(text), str(out), flag, *_args(allennlp_reference)]) == 0
+    expected = ElmoEmbedder(tiny_model).embed_sentence(LINES[0].split())
+    with h5py.File(out, "r") as f:
+        assert sorted(f) == ["0", "1", "2", "sentence_to_index"]
+        got = f["0"][...]
+        assert got.shape == shape and got.dtype == np.float32
+        reference = {"--all": expected, "--top": expected[-1], "--average": expected.mean(0)}[flag]
+        np.testing.assert_allclose(got, reference, atol=1e-6)
+        index = json.loads(f["sentence_to_index"][0])
+        assert index == {line: str(i) for i, line in enumerate(LINES)}
+
+
+def test_forget_sentences_and_sentence_keys(allennlp_reference, text, tmp_path):
+    out = tmp_path / "o.hdf5"
+    assert main(["embed", str(text), str(out), "--top", "--forget-sentences", "--use-sentence-keys",
+                 *_args(allennlp_reference)]) == 0
+    with h5py.File(out, "r") as f:
+        assert sorted(f) == sorted(LINES)
+
+
+def test_blank_line_is_an_error_naming_the_line_and_leaves_nothing(allennlp_reference, tmp_path, capsys):
+    path = tmp_path / "in.txt"
+    path.write_text("one sentence\n\nanother\n")
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", str(path), str(out), *_args(allennlp_reference)]) == 1
+    assert "line 2" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [path]
+    assert main(["embed", str(path), str(out), "--skip-blank-lines", *_args(allennlp_reference)]) == 0
+    with h5py.File(out, "r") as f:
+        assert f["1"].shape == (3, 0, 32) and f["2"].shape == (3, 1, 32)
+
+
+def test_existing_output_needs_overwrite(allennlp_reference, text, tmp_path, capsys):
+    out = tmp_path / "out.hdf5"
+    out.write_text("precious")
+    assert main(["embed", str(text), str(out), *_args(allennlp_reference)]) == 1
+    assert "--overwrite" in capsys.readouterr().err and out.read_text() == "precious"
+    assert main(["embed", str(text), str(out), "--overwrite", *_args(allennlp_reference)]) == 0
+    assert h5py.is_hdf5(out)
+
+
+def test_bom_crlf_and_invalid_utf8(allennlp_reference, tmp_path, capsys):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\xef\xbb\xbfHello world\r\nSecond line\r\n")
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", str(path), str(out), *_args(allennlp_reference)]) == 0
+    with h5py.File(out, "r") as f:
+        assert json.loads(f["sentence_to_index"][0]) == {"Hello world": "0", "Second line": "1"}
+    path.write_bytes(b"fine\nbad \xff byte\n")
+    assert main(["embed", str(path), str(tmp_path / "o2.hdf5"), *_args(allennlp_reference)]) == 1
+    assert "line 2" in capsys.readouterr().err
+    assert not (tmp_path / "o2.hdf5").exists()
+
+
+def test_embed_sentences_keeps_input_order(tiny_model):
+    embedder = ElmoEmbedder(tiny_model, batch_size=2)
+    sentences = [["w"] * n for n in (5, 1, 3, 8, 2)]
+    outs = list(embedder.embed_sentences(sentences))
+    assert [o.shape[1] for o in outs] == [5, 1, 3, 8, 2]
+    for sentence, out in zip(sentences, outs):
+        np.testing.assert_allclose(out, embedder.embed_sentence(sentence), atol=1e-5)

@@ -1,0 +1,88 @@
+"""biLM behaviour beyond the fixtures: batch independence, odd tokens, long input, gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pyelmo.bilm import BiLM, reverse_within_lengths
+from pyelmo.characters import batch_to_ids
+from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
+from pyelmo.embed import ElmoEmbedder
+
+
+def test_reverse_within_lengths():
+    x = torch.arange(8.0).view(2, 4, 1)
+    out = reverse_within_lengths(x, torch.tensor([4, 2]))
+    assert out[..., 0].tolist() == [[3, 2, 1, 0], [5, 4, 6, 7]]
+
+
+def test_sentence_alone_equals_sentence_in_batch(tiny_model):
+    embedder = ElmoEmbedder(tiny_model)
+    alone = embedder.embed_sentence("The bank was closed .".split())
+    batch = embedder.embed_batch([
+        "a much longer sentence that pads the short one with many extra tokens here".split(),
+        "The bank was closed .".split(),
+        ["x"],
+    ])
+    assert np.abs(alone - batch[1]).max() <= 1e-5
+    again = embedder.embed_sentence("The bank was closed .".split())
+    np.testing.assert_array_equal(alone, again)  # stateless: nothing carried over
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.sampled_from(["the", "bank", "river", "money", ".", "é", "漢字", "🙂"]), max_size=7),
+                min_size=1, max_size=5), st.randoms())
+def test_stateless_outputs_invariant_to_batch_order(tiny_model, batch, rng):
+    embedder = ElmoEmbedder(tiny_model)
+    reference = embedder.embed_batch(batch)
+    order = list(range(len(batch)))
+    rng.shuffle(order)
+    shuffled = embedder.embed_batch([batch[i] for i in order])
+    for j, i in enumerate(order):
+        assert reference[i].shape == shuffled[j].shape
+        np.testing.assert_allclose(reference[i], shuffled[j], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("tokens", [
+    ["a"], ["x" * 500], ["漢字", "テスト", "中文"], ["🙂", "👍🏽"], ["e\u0301", "n\u0303"], ["<S>", "hello", "</S>"],
+    ["שלום", "עולם"], ["مرحبا"],
+])
+def test_unusual_tokens(tiny_model, tokens):
+    out = ElmoEmbedder(tiny_model).embed_sentence(tokens)
+    assert out.shape == (3, len(tokens), 32)
+    assert np.isfinite(out).all()
+
+
+def test_empty_sentence_and_long_sentence(tiny_model):
+    embedder = ElmoEmbedder(tiny_model)
+    empty, one = embedder.embed_batch([[], ["word"]])
+    assert empty.shape == (3, 0, 32) and one.shape == (3, 1, 32)
+    assert embedder.embed_batch([]) == []
+    long = embedder.embed_sentence(["token"] * 2000)
+    assert long.shape == (3, 2000, 32) and np.isfinite(long).all()
+
+
+def test_layer_zero_is_context_independent(tiny_model):
+    embedder = ElmoEmbedder(tiny_model)
+    a = embedder.embed_sentence("I deposited money in the bank .".split())
+    b = embedder.embed_sentence("The boat stopped near the river bank .".split())
+    np.testing.assert_allclose(a[0, 5], b[0, 6], atol=1e-6)
+    assert np.abs(a[2, 5] - b[2, 6]).max() > 1e-3
+    np.testing.assert_array_equal(a[0, :, :16], a[0, :, 16:])  # [h0, h0]
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_gradients_flow_and_masked_positions_are_zero(skip):
+    torch.manual_seed(0)
+    config = ElmoConfig(char_cnn=CharCNNConfig(filters=((1, 4), (2, 4)), n_highway=1, embedding_dim=4),
+                        lstm=LSTMConfig(dim=8, projection_dim=4, n_layers=2, use_skip_connections=skip))
+    model = BiLM(config, dropout=0.1).train()
+    out = model(batch_to_ids([["a", "b", "c"], ["d"]]))
+    assert out.layers.shape == (3, 2, 3, 8)
+    assert out.layers[:, 1, 1:].abs().max() == 0
+    out.layers.sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
