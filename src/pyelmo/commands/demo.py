@@ -1,0 +1,53 @@
+"""``pyelmo demo`` and ``pyelmo similarity``: the same word, different contexts, different vectors."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyelmo.commands.common import add_model_arguments, load_embedder
+
+DEMO_DESCRIPTION = """\
+Show what ELMo adds over static word vectors. For "bank" (money vs river), "apple"
+(fruit vs company) and "play" (game, role, music), print the cosine similarity of the
+word's vectors across sentences at layer 0 (context-independent: 1.000 for the same
+spelling; "apple" and "Apple" differ in their characters, so even layer 0 differs), at
+each contextual layer and at the average of the layers. Then write a PNG with a
+similarity heatmap of "bank" over 16 contexts and a PCA projection of them at layer 0
+beside the top layer."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser("demo", help='the "bank" example: contextual vs static vectors',
+                          description=DEMO_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_arguments(demo)
+    demo.add_argument("--plot", default="pyelmo-demo.png", metavar="PNG",
+                      help="where to write the figure (default pyelmo-demo.png); '' to skip it")
+    demo.set_defaults(func=run_demo)
+
+    sim = sub.add_parser("similarity", help="cosine similarity of a word across two sentences, per layer",
+                         description="Cosine similarity of WORD's vectors in two sentences, at every layer "
+                                     "and at the average of the layers. Sentences are raw text; they are "
+                                     "tokenized Moses-style.")
+    sim.add_argument("first", metavar="SENTENCE1")
+    sim.add_argument("second", metavar="SENTENCE2")
+    sim.add_argument("--word", required=True, help="the word to compare (must occur in both sentences)")
+    add_model_arguments(sim)
+    sim.set_defaults(func=run_similarity)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from pyelmo.demo import SEED_PAIRS, format_table, plot_bank, similarity_rows
+
+    embedder = load_embedder(args)
+    rows = [row for word, sentences in SEED_PAIRS for row in similarity_rows(embedder, word, sentences)]
+    print(format_table(rows))
+    if args.plot:
+        print(f"wrote {plot_bank(embedder, args.plot)}")
+    return 0
+
+
+def run_similarity(args: argparse.Namespace) -> int:
+    from pyelmo.demo import format_table, similarity_rows
+
+    print(format_table(similarity_rows(load_embedder(args), args.word, [args.first, args.second])))
+    return 0

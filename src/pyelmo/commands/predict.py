@@ -1,0 +1,42 @@
+"""``pyelmo predict``: the biLM as a language model, filling a blank."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyelmo.commands.common import add_model_arguments
+
+DESCRIPTION = """\
+Print the top-k words for the blank (___) in SENTENCE: from the forward LM (reading
+the words before it), the backward LM (reading the words after it) and their
+combination (product of the two distributions, renormalised). Needs a model trained
+by `pyelmo train` (with its softmax and vocabulary), such as the shipped one."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("predict", help="top-k words for a blank (___) in a sentence", description=DESCRIPTION,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sentence", metavar="SENTENCE", help='e.g. "The boat stopped near the river ___ ."')
+    parser.add_argument("-k", "--top", type=int, default=10, metavar="K", help="how many words (default 10)")
+    add_model_arguments(parser, released=False)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pyelmo.errors import InputError
+    from pyelmo.predict import BLANK, LanguageModel
+    from pyelmo.tokenize import tokenize
+
+    if args.top < 1:
+        raise InputError("-k must be at least 1")
+    parts = args.sentence.split(BLANK)
+    if len(parts) != 2:
+        raise InputError(f"mark exactly one word to predict with {BLANK}")
+    tokens = tokenize(parts[0]) + [BLANK] + tokenize(parts[1])
+    predictions = LanguageModel.from_pretrained(args.model).predict(tokens, k=args.top)
+    columns = [("forward", predictions.forward), ("backward", predictions.backward),
+               ("combined", predictions.combined)]
+    print("  ".join(f"{name:<24}" for name, _ in columns))
+    for i in range(len(predictions.combined)):
+        print("  ".join(f"{col[i][0][:15]:<15} {col[i][1]:7.4f}" for _, col in columns))
+    return 0

@@ -1,0 +1,91 @@
+"""The demo, similarity and predict commands, and the nearest-sense evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pyelmo.cli import main
+from pyelmo.embed import ElmoEmbedder
+from pyelmo.predict import LanguageModel
+from pyelmo.senses import nearest_sense_accuracy, read_sense_examples, sense_accuracy_per_layer
+from pyelmo.weights import save_pretrained
+
+SENSES = Path(__file__).parent / "data" / "senses.tsv"
+
+
+@pytest.fixture
+def lm_dir(tiny_model, tmp_path):
+    vocab = ["<S>", "</S>", "<UNK>", "the", "bank", "river", "money", ".", "boat", "near"]
+    torch.manual_seed(0)
+    weight, bias = torch.randn(len(vocab), 16), torch.randn(len(vocab))
+    directory = save_pretrained(tiny_model, tmp_path / "lm", extra_tensors={"softmax.weight": weight,
+                                                                            "softmax.bias": bias})
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    return directory
+
+
+def test_demo_prints_table_and_writes_png(lm_dir, tmp_path, capsys):
+    png = tmp_path / "demo.png"
+    assert main(["demo", "--model", str(lm_dir), "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("bank:", "apple:", "play:"))]
+    assert len(rows) == 1 + 1 + 3
+    for row in rows:  # layer 0 is context-independent: identical vectors for identical word forms
+        if not row.startswith("apple:"):  # "apple" / "Apple" differ in their characters
+            assert row.split()[-4] == "1.000"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_similarity_needs_the_word_in_both(lm_dir, capsys):
+    assert main(["similarity", "I like the bank.", "The river bank.", "--word", "bank", "--model", str(lm_dir)]) == 0
+    assert "1.000" in capsys.readouterr().out
+    assert main(["similarity", "I like it.", "The river bank.", "--word", "bank", "--model", str(lm_dir)]) == 1
+    assert "not a token" in capsys.readouterr().err
+
+
+def test_predict_ranks_vocabulary_words(lm_dir, capsys):
+    assert main(["predict", "The boat stopped near the river ___ .", "-k", "5", "--model", str(lm_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6 and not any("<S>" in line or "<UNK>" in line for line in lines[1:])
+    predictions = LanguageModel.from_pretrained(lm_dir).predict("the ___ .".split(), k=7)
+    assert sum(p for _, p in predictions.combined) <= 1.0 + 1e-6
+    assert [w for w, _ in predictions.forward] != [] and len(predictions.backward) == 7
+    assert main(["predict", "no blank here", "--model", str(lm_dir)]) == 1
+
+
+def test_predict_direction_sees_only_its_side(lm_dir):
+    lm = LanguageModel.from_pretrained(lm_dir)
+    f1, b1 = lm.log_probs("the boat near the bank".split(), 2)
+    f2, b2 = lm.log_probs("the boat money river .".split(), 2)
+    torch.testing.assert_close(f1, f2)  # same left context
+    assert not torch.allclose(b1, b2)
+
+
+def test_predict_refuses_model_without_softmax(tiny_model, tmp_path, capsys):
+    save_pretrained(tiny_model, tmp_path / "m")
+    assert main(["predict", "a ___ b", "--model", str(tmp_path / "m")]) == 1
+    assert "softmax" in capsys.readouterr().err
+
+
+def test_nearest_sense_accuracy_on_hand_made_vectors():
+    vectors = np.array([[1, 0], [0.9, 0.1], [0.8, 0.3], [0, 1], [0.1, 0.9], [0.2, 1.0]])
+    words, senses = ["w"] * 6, ["a", "a", "a", "b", "b", "b"]
+    assert nearest_sense_accuracy(vectors, words, senses) == 1.0
+    assert nearest_sense_accuracy(np.ones((6, 2)), words, senses) == 0.5  # ties: chance
+
+
+def test_sense_set_and_layer_zero_at_chance(tiny_model):
+    examples = read_sense_examples(SENSES)
+    words = {e.word for e in examples}
+    assert len(words) >= 12
+    for word in words:
+        senses = {e.sense for e in examples if e.word == word}
+        assert len(senses) == 2
+        assert all(sum(e.sense == s and e.word == word for e in examples) >= 3 for s in senses)
+    scores = sense_accuracy_per_layer(ElmoEmbedder(tiny_model), examples)
+    assert scores["layer 0"] == pytest.approx(0.5)
+    assert set(scores) == {"layer 0", "layer 1", "layer 2", "average"}
