@@ -1,0 +1,90 @@
+"""``pyelmo train``: train a biLM on raw text (one whitespace-tokenized sentence per line)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+EPILOG = """\
+configuration: a TOML (.toml) or JSON file with sections char_cnn, lstm (or preset = "small"),
+vocab, data, softmax, optim, train; see configs/ and docs/TRAINING.md. Any field can be
+overridden: --set lstm.dim=512 --set train.max_steps=1000 (values are read as TOML).
+
+distributed (DistributedDataParallel; gloo on CPU, nccl on GPU; only rank 0 writes):
+  one machine:  torchrun --nproc_per_node 4 -m pyelmo train --config C --data D --out O
+  several:      torchrun --nnodes 2 --node_rank R --nproc_per_node 4 \\
+                  --rdzv_backend c10d --rdzv_endpoint HOST:29500 -m pyelmo train ...
+  data.batch_tokens is the GLOBAL batch; each rank gets every world-th sentence of it.
+  --out must be on a filesystem shared by all nodes for --resume.
+"""
+
+FLAGS = [  # (flag, config key, type, help)
+    ("--max-steps", "train.max_steps", int, "stop after this many steps (0: by epochs)"),
+    ("--max-epochs", "train.max_epochs", int, "stop after this many epochs"),
+    ("--max-minutes", "train.max_minutes", float, "stop after this many minutes"),
+    ("--batch-tokens", "data.batch_tokens", int, "padded token positions per global batch"),
+    ("--negatives", "softmax.negatives", int, "sampled-softmax negatives per batch (0: full softmax)"),
+    ("--optimizer", "optim.name", str, "adagrad or adamw"),
+    ("--lr", "optim.lr", float, "learning rate"),
+    ("--seed", "train.seed", int, "random seed (data order, init, negatives, dropout)"),
+    ("--threads", "train.threads", int, "torch intra-op threads"),
+    ("--vocab", "vocab.path", str, "use this vocab.txt instead of building one"),
+    ("--device", "train.device", str, "auto, cpu or cuda"),
+]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("train", help="train a biLM on raw text", description=__doc__,
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", help="training config (.toml or .json)")
+    p.add_argument("--data", help="corpus directory (DIR/train/*.txt, DIR/valid/*.txt) or a text directory")
+    p.add_argument("--train", nargs="+", metavar="FILE", help="training text files (or directories)")
+    p.add_argument("--valid", nargs="+", metavar="FILE", help="validation text files (or directories)")
+    p.add_argument("--out", required=True, help="output directory (checkpoint, metrics, model/)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--init-from", metavar="MODEL_DIR", help="start from a trained model (its vocabulary too)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field, e.g. lstm.dim=512 (repeatable)")
+    for flag, key, kind, text in FLAGS:
+        p.add_argument(flag, type=kind, dest=key.replace(".", "__"), help=f"{text} ({key})")
+    p.add_argument("--bf16", action="store_const", const=True, dest="train__bf16", help="bfloat16 autocast")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pyelmo.training.config import ConfigError, load_config
+    from pyelmo.training.trainer import RUN_NAME, Trainer, resolve_data
+
+    overrides = list(args.set)
+    for flag, key, _, _ in FLAGS + [("--bf16", "train.bf16", bool, "")]:
+        value = getattr(args, key.replace(".", "__"))
+        if value is not None:
+            overrides.append(f"{key}={json.dumps(value)}")
+    base = None
+    out = Path(args.out)
+    if args.resume:
+        if args.init_from:
+            raise ConfigError("--resume and --init-from cannot be combined (the run remembers its start)")
+        run_file = out / RUN_NAME
+        if not run_file.is_file():
+            raise ConfigError(f"nothing to resume: {run_file} does not exist")
+        if args.config is None:
+            base = json.loads(run_file.read_text(encoding="utf-8"))["config"]
+    elif args.config is None and not overrides:
+        raise ConfigError("give --config FILE (see configs/) or --set fields")
+    config = load_config(args.config, overrides, base=base)
+    data = None
+    if args.data or args.train:
+        data = resolve_data(args.data, args.train, args.valid)
+    elif not args.resume:
+        raise ConfigError("give --data DIR or --train FILES")
+    trainer = Trainer(config, out, data, resume=args.resume, init_from=args.init_from,
+                      progress=not args.no_progress)
+    result = trainer.run()
+    if trainer.dist.main:
+        best = f", best validation perplexity {result.best_valid_ppl:.2f}" if result.best_valid_ppl else ""
+        why = f" ({trainer.stopped})" if trainer.stopped else ""
+        print(f"trained {result.steps} steps, {result.tokens} tokens{best}{why}; model: {result.model_dir}")
+    return 0

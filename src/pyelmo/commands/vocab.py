@@ -1,0 +1,31 @@
+"""``pyelmo vocab build``: the softmax vocabulary of training text, by descending count."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("vocab", help="build a vocabulary (vocab.txt)", description=__doc__)
+    sub = p.add_subparsers(dest="vocab_command", metavar="ACTION", required=True)
+    b = sub.add_parser("build", help="count words and write vocab.txt")
+    b.add_argument("data", help="corpus directory (uses DIR/train/*.txt), a text directory or a file")
+    b.add_argument("out", help="output file, or a directory to hold vocab.txt")
+    b.add_argument("--max-size", type=int, default=None, help="keep at most N words (with <S>, </S>, <UNK>)")
+    b.add_argument("--min-count", type=int, default=1, help="drop words seen fewer than N times")
+    b.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pyelmo.vocab import VOCAB_NAME, text_files, vocab_from_files
+
+    files = text_files(args.data, "train")
+    vocab = vocab_from_files(files, max_size=args.max_size, min_count=args.min_count)
+    out = Path(args.out)
+    if out.is_dir() or args.out.endswith(("/", "\\")):
+        out.mkdir(parents=True, exist_ok=True)
+        out = out / VOCAB_NAME
+    path = vocab.save(out)
+    print(f"{len(vocab)} words from {len(files)} file(s) -> {path}")
+    return 0

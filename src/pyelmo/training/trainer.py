@@ -1,0 +1,559 @@
+"""Train a biLM on raw text (single process or DistributedDataParallel under torchrun).
+
+Determinism: the batch order depends on ``(seed, epoch)``, the negatives and the dropout
+masks on ``(seed, step[, rank])``, so a resumed run repeats an uninterrupted one exactly.
+Under torchrun every rank builds the same global batch and takes every ``world``-th of its
+(length-sorted) rows; the loss is normalised by the global prediction count, so the
+gradient equals that of one process running the whole global batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from pyelmo.config import ElmoConfig
+from pyelmo.errors import PyelmoError
+from pyelmo.training.config import TrainConfig, config_from_dict
+from pyelmo.training.data import DataOrder, TokenizedText, eval_batches, shard
+from pyelmo.training.model import LanguageModel
+from pyelmo.vocab import DataError, Vocabulary, vocab_from_files
+from pyelmo.weights import atomic_path, write_text_atomic
+
+CHECKPOINT_NAME = "checkpoint.pt"
+RUN_NAME = "run.json"
+METRICS_NAME = "metrics.jsonl"
+CURVES_NAME = "curves.png"
+PathLike = str | os.PathLike
+
+
+class CheckpointError(PyelmoError):
+    """A checkpoint that is missing, unreadable or does not match the run."""
+
+
+# -- distributed ----------------------------------------------------------------------------
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    initialized_here: bool = False
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.world > 1:
+            t = tensor.to(self.device)
+            torch.distributed.all_reduce(t)
+            return t.to(tensor.device)
+        return tensor
+
+
+def setup_distributed(device: str) -> Dist:
+    """Join the torchrun process group if ``WORLD_SIZE`` > 1 (gloo on CPU, nccl on GPU)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PyelmoError("train.device is 'cuda' but no CUDA device is available")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
+    if use_cuda:
+        torch.cuda.set_device(dev)
+    if world <= 1:
+        return Dist(device=dev)
+    import torch.distributed as td
+
+    here = False
+    if not td.is_initialized():
+        td.init_process_group(backend="nccl" if use_cuda else "gloo")
+        here = True
+    return Dist(td.get_rank(), td.get_world_size(), local_rank, dev, here)
+
+
+# -- helpers --------------------------------------------------------------------------------
+def _torch_save_atomic(obj: Any, path: Path) -> None:
+    tmp = atomic_path(path)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load_checkpoint(path: PathLike) -> dict[str, Any]:
+    """A checkpoint written by the trainer (tensors and plain containers only: ``weights_only``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for corrupt files
+        raise CheckpointError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
+
+
+def _copy_dir_atomic(src: Path, dst: Path) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file() and not f.name.startswith("."):
+            tmp = atomic_path(dst / f.name)
+            shutil.copyfile(f, tmp)
+            os.replace(tmp, dst / f.name)
+
+
+@dataclass
+class TrainResult:
+    """What a finished run produced."""
+
+    out_dir: Path
+    model_dir: Path
+    steps: int
+    tokens: int
+    best_valid_ppl: float | None
+    final_loss: float | None
+
+
+@dataclass
+class DataFiles:
+    train: list[str]
+    valid: list[str]
+
+
+def resolve_data(data_dir: PathLike | None, train: Sequence[PathLike] | None,
+                 valid: Sequence[PathLike] | None) -> DataFiles:
+    """Training and validation files from a corpus directory and/or explicit file lists."""
+    from pyelmo.vocab import text_files
+
+    train_files: list[Path] = []
+    valid_files: list[Path] = []
+    if data_dir is not None:
+        d = Path(data_dir)
+        if not d.exists():
+            raise DataError(f"data directory not found: {d}")
+        train_files = text_files(d, "train")
+        if (d / "valid").is_dir():
+            valid_files = sorted(p for p in (d / "valid").glob("*.txt") if p.is_file())
+    for f in train or []:
+        train_files.extend(text_files(f))
+    for f in valid or []:
+        valid_files.extend(text_files(f))
+    if not train_files:
+        raise DataError("no training data: give --data DIR or --train FILES")
+    return DataFiles([str(p) for p in train_files], [str(p) for p in valid_files])
+
+
+# -- the trainer ----------------------------------------------------------------------------
+class Trainer:
+    """One training run writing into ``out_dir``; ``run()`` trains and saves the model."""
+
+    def __init__(self, config: TrainConfig, out_dir: PathLike, data: DataFiles | None = None,
+                 resume: bool = False, init_from: PathLike | None = None, progress: bool = True) -> None:
+        self.out = Path(out_dir)
+        self.progress = progress
+        self.dist = setup_distributed(config.train.device)
+        self.checkpoint: dict[str, Any] | None = None
+        if resume:
+            self.checkpoint = load_checkpoint(self.out / CHECKPOINT_NAME)
+            run = self._read_run()
+            data = data or DataFiles(run["train_files"], run["valid_files"])
+            init_from = run.get("init_from")
+            model_config = ElmoConfig.from_options(run["model_options"])
+            vocab = Vocabulary.load(self.out / "vocab.txt")
+        elif data is None:
+            raise DataError("no training data given")
+        self.config = config
+        self.data = data
+        self.init_from = str(init_from) if init_from else None
+        if config.train.threads:
+            torch.set_num_threads(config.train.threads)
+
+        if not resume:
+            if self.init_from:
+                vocab = Vocabulary.load(Path(self.init_from) / "vocab.txt")
+            elif config.vocab.path:
+                vocab = Vocabulary.load(config.vocab.path)
+            else:
+                vocab = vocab_from_files(data.train, config.vocab.max_size, config.vocab.min_count)
+            model_config = None
+        self.vocab = vocab
+
+        torch.manual_seed(config.train.seed)
+        if self.init_from:
+            self.model = load_language_model(self.init_from, dropout=config.train.dropout)[0]
+        else:
+            mc = model_config or config.model_config()
+            self.model = LanguageModel(mc, len(vocab), dropout=config.train.dropout,
+                                       init_std=config.softmax.init_std)
+        if self.model.vocab_size != len(vocab):
+            raise DataError(f"softmax has {self.model.vocab_size} rows but the vocabulary {len(vocab)} words")
+        self.model.to(self.dist.device)
+
+        max_chars = self.model.bilm.config.char_cnn.max_characters_per_token
+        d = config.data
+        self.train_text = TokenizedText(data.train, vocab, d.max_length, max_chars)
+        self.valid_text = (TokenizedText(data.valid, vocab, d.max_length, max_chars, d.max_valid_sentences)
+                           if data.valid else None)
+        self.min_rows = max(d.min_rows, self.dist.world)
+        self.order = DataOrder(self.train_text.lengths, d.batch_tokens, config.train.seed, self.min_rows,
+                               d.pool_batches)
+
+        self.optimizer = self._make_optimizer()
+        if self.dist.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.dist.device.index] if self.dist.device.type == "cuda" else None
+            self.ddp: torch.nn.Module = DistributedDataParallel(self.model, device_ids=ids)
+        else:
+            self.ddp = self.model
+
+        self.step = 0
+        self.tokens = 0
+        self.best: float | None = None
+        self.bad_evals = 0
+        self.elapsed = 0.0
+        self.stopped = ""
+        if self.checkpoint is not None:
+            self._restore(self.checkpoint)
+        elif self.dist.main:
+            self._write_start()
+
+    # -- setup -------------------------------------------------------------------------
+    def _read_run(self) -> dict[str, Any]:
+        path = self.out / RUN_NAME
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CheckpointError(f"cannot resume: {path} unreadable ({exc})") from None
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        o = self.config.optim
+        params = list(self.model.parameters())
+        if o.name == "adagrad":
+            return torch.optim.Adagrad(params, lr=o.lr, initial_accumulator_value=o.initial_accumulator)
+        return torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
+
+    def _write_start(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.vocab.save(self.out / "vocab.txt")
+        run = {"config": self.config.to_dict(), "train_files": self.data.train, "valid_files": self.data.valid,
+               "init_from": self.init_from, "model_options": self.model.bilm.config.to_options(),
+               "world_size": self.dist.world}
+        write_text_atomic(self.out / RUN_NAME, json.dumps(run, indent=2) + "\n")
+        write_text_atomic(self.out / METRICS_NAME, "")
+
+    def _restore(self, ckpt: dict[str, Any]) -> None:
+        try:
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            self.order.load_state_dict(ckpt["data"])
+            self.step, self.tokens = int(ckpt["step"]), int(ckpt["tokens"])
+            self.best, self.bad_evals = ckpt["best"], int(ckpt["bad_evals"])
+            self.elapsed = float(ckpt["elapsed"])
+            torch.set_rng_state(ckpt["rng"]["torch"])
+        except (KeyError, RuntimeError, ValueError, TypeError) as exc:
+            raise CheckpointError(f"checkpoint does not match this run: {str(exc).splitlines()[0]}") from None
+        if self.dist.main:  # drop metrics logged after the checkpoint
+            path = self.out / METRICS_NAME
+            lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+            kept = [l for l in lines if l.strip() and json.loads(l).get("step", 0) <= self.step]
+            write_text_atomic(path, "".join(l + "\n" for l in kept))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: tensors and plain Python values only."""
+        return {"step": self.step, "tokens": self.tokens, "best": self.best, "bad_evals": self.bad_evals,
+                "elapsed": self.elapsed, "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "data": self.order.state_dict(),
+                "sampler": {"seed": self.config.train.seed, "negatives": self.config.softmax.negatives,
+                            "step": self.step},
+                "rng": {"torch": torch.get_rng_state()}}
+
+    def save_checkpoint(self) -> None:
+        if self.dist.main:
+            _torch_save_atomic(self.state_dict(), self.out / CHECKPOINT_NAME)
+
+    # -- logging -------------------------------------------------------------------------
+    def log(self, record: dict[str, Any]) -> None:
+        if self.dist.main:
+            with open(self.out / METRICS_NAME, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    # -- one step --------------------------------------------------------------------------
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.config.train.bf16:
+            return torch.autocast(device_type=self.dist.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def train_step(self, rows: np.ndarray) -> torch.Tensor:
+        """One optimizer step on a global batch; returns the global ``[nll_fwd, nll_bwd, count]``."""
+        seed = self.config.train.seed
+        torch.manual_seed(int(np.random.default_rng([seed, 2, self.step, self.dist.rank]).integers(2**62)))
+        lengths = self.train_text.lengths[rows]
+        n_global = int(lengths.sum()) + len(rows)  # predictions per direction
+        batch = self.train_text.batch(shard(rows, self.dist.rank, self.dist.world))
+        dev = self.dist.device
+        neg: tuple = ()
+        if self.config.softmax.negatives:
+            negatives = self.model.sample_negatives(self.config.softmax.negatives,
+                                                    np.random.default_rng([seed, 1, self.step]))
+            neg = (negatives.ids.to(dev), negatives.log_q.to(dev), negatives.num_tries)
+        o = self.config.optim
+        lr = o.lr * min(1.0, (self.step + 1) / o.warmup_steps) if o.warmup_steps else o.lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.model.train()
+        with self.autocast():
+            sums = self.ddp(batch.char_ids.to(dev), batch.targets.to(dev), *neg)
+        loss = sums.sum() * (self.dist.world / (2 * n_global))
+        loss.backward()
+        if o.clip_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), o.clip_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        stats = torch.cat([sums.detach().float().cpu(), torch.tensor([0.0])])
+        stats = self.dist.all_reduce(stats)
+        stats[2] = n_global
+        return stats
+
+    # -- evaluation ------------------------------------------------------------------------
+    def validate(self) -> dict[str, float] | None:
+        if self.valid_text is None:
+            return None
+        with self.autocast():
+            result = evaluate(self.model, self.valid_text, 2 * self.config.data.batch_tokens, self.dist)
+        return result.as_dict()
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> TrainResult:
+        t = self.config.train
+        per_epoch = len(self.order.epoch_batches(0))
+        total = min(t.max_steps or per_epoch * t.max_epochs, per_epoch * t.max_epochs)
+        bar = None
+        if self.progress and self.dist.main:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, initial=min(self.step, total), unit="step", dynamic_ncols=True, smoothing=0.1)
+        start = time.perf_counter() - self.elapsed
+        window = torch.zeros(3)
+        window_start, window_tokens = time.perf_counter(), 0
+        last_loss: float | None = None
+        stop = self.step >= total
+        while not stop and self.order.epoch < t.max_epochs:
+            batches = self.order.epoch_batches(self.order.epoch)
+            while self.order.position < len(batches):
+                rows = batches[self.order.position]
+                stats = self.train_step(rows)
+                self.step += 1
+                self.order.position += 1
+                n_tokens = int(self.train_text.lengths[rows].sum())
+                self.tokens += n_tokens
+                window += stats
+                window_tokens += n_tokens
+                if bar is not None:
+                    bar.update(1)
+                if self.step % t.log_every == 0 or self.step == total:
+                    now = time.perf_counter()
+                    loss = float((window[0] + window[1]) / (2 * window[2]))
+                    rate = window_tokens / max(now - window_start, 1e-9)
+                    last_loss = loss
+                    self.log({"step": self.step, "epoch": self.order.epoch, "tokens": self.tokens, "loss": loss,
+                              "ppl": math.exp(min(loss, 50)), "tokens_per_s": rate,
+                              "lr": self.optimizer.param_groups[0]["lr"], "elapsed_s": now - start})
+                    if bar is not None:
+                        bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(loss, 50)):.1f}",
+                                        tok_s=f"{rate:.0f}", refresh=False)
+                    window.zero_()
+                    window_start, window_tokens = now, 0
+                if t.eval_every and self.step % t.eval_every == 0:
+                    stop = self._evaluate_and_decide() or stop
+                if self.step >= total:
+                    stop = True
+                if t.max_minutes and not stop:
+                    flag = torch.tensor([float(time.perf_counter() - start > 60 * t.max_minutes)])
+                    if float(self.dist.all_reduce(flag)[0]) > 0:
+                        stop, self.stopped = True, "time limit"
+                self.elapsed = time.perf_counter() - start
+                if stop:
+                    break
+                if t.checkpoint_every and self.step % t.checkpoint_every == 0:
+                    self.save_checkpoint()
+            else:
+                self.order.epoch += 1
+                self.order.position = 0
+        if bar is not None:
+            bar.close()
+        if self.valid_text is not None and (not t.eval_every or self.step % t.eval_every):
+            self._evaluate_and_decide()
+        self.elapsed = time.perf_counter() - start
+        self.save_checkpoint()
+        model_dir = self._save_final(last_loss)
+        if self.dist.world > 1:
+            torch.distributed.barrier()
+            if self.dist.initialized_here:
+                torch.distributed.destroy_process_group()
+        return TrainResult(self.out, model_dir, self.step, self.tokens, self.best, last_loss)
+
+    def _evaluate_and_decide(self) -> bool:
+        """Validate, keep the best model, and say whether early stopping ends the run."""
+        result = self.validate()
+        if result is None:
+            return False
+        self.log({"step": self.step, **{f"valid_{k}": v for k, v in result.items()}})
+        ppl = result["ppl"]
+        if self.best is None or ppl < self.best:
+            self.best, self.bad_evals = ppl, 0
+            if self.config.train.keep_best and self.dist.main:
+                self._save_model(self.out / "best")
+        else:
+            self.bad_evals += 1
+            if self.config.train.patience and self.bad_evals >= self.config.train.patience:
+                self.stopped = f"early stopping after {self.bad_evals} validations without improvement"
+                return True
+        return False
+
+    def _save_model(self, directory: Path) -> None:
+        from pyelmo.weights import save_pretrained
+
+        meta = {"training": {"steps": self.step, "tokens": self.tokens, "epoch": self.order.epoch,
+                             "best_valid_ppl": self.best, "vocab_size": len(self.vocab),
+                             "max_length": self.config.data.max_length, "config": self.config.to_dict(),
+                             "init_from": self.init_from, "world_size": self.dist.world,
+                             "softmax": ["softmax.weight", "softmax.bias"]}}
+        save_pretrained(self.model.bilm, directory, metadata=meta,
+                        extra_tensors={"softmax.weight": self.model.softmax_weight,
+                                       "softmax.bias": self.model.softmax_bias})
+        self.vocab.save(directory / "vocab.txt")
+
+    def _save_final(self, last_loss: float | None) -> Path:
+        model_dir = self.out / "model"
+        if not self.dist.main:
+            return model_dir
+        best = self.out / "best"
+        if self.config.train.keep_best and self.best is not None and best.is_dir():
+            _copy_dir_atomic(best, model_dir)
+        else:
+            self._save_model(model_dir)
+        self._plot()
+        return model_dir
+
+    def _plot(self) -> None:
+        plot_metrics(self.out / METRICS_NAME, self.out / CURVES_NAME)
+
+
+def plot_metrics(metrics: Path, out: Path) -> None:
+    """Training loss and validation perplexity against steps, as a PNG (written atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(l) for l in metrics.read_text(encoding="utf-8").splitlines() if l.strip()]
+    train = [(r["step"], r["loss"]) for r in records if "loss" in r]
+    valid = [(r["step"], r["valid_ppl"]) for r in records if "valid_ppl" in r]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    if train:
+        a.plot(*zip(*train), label="train (sampled softmax)")
+    a.set_xlabel("step"), a.set_ylabel("loss (nats)"), a.set_title("training loss")
+    if valid:
+        b.plot(*zip(*valid), marker="o", color="C1", label="validation")
+        b.set_yscale("log")
+    b.set_xlabel("step"), b.set_ylabel("perplexity (full softmax)"), b.set_title("validation perplexity")
+    fig.tight_layout()
+    tmp = atomic_path(out)
+    try:
+        fig.savefig(tmp, format="png", dpi=100)
+        os.replace(tmp, out)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+
+
+# -- evaluation -----------------------------------------------------------------------------
+@dataclass
+class Perplexity:
+    """Full-softmax perplexities; ``average`` is ``exp`` of the mean of both directions' losses."""
+
+    forward: float
+    backward: float
+    average: float
+    tokens: int
+
+    def as_dict(self) -> dict[str, float]:
+        return {"ppl": self.average, "ppl_forward": self.forward, "ppl_backward": self.backward,
+                "predictions": self.tokens}
+
+
+@torch.no_grad()
+def evaluate(model: LanguageModel, text: TokenizedText, batch_tokens: int = 8192,
+             dist: Dist | None = None) -> Perplexity:
+    """Forward, backward and average perplexity of ``text`` (each rank does every world-th batch)."""
+    dist = dist or Dist(device=next(model.parameters()).device)
+    was_training = model.training
+    model.eval()
+    sums = torch.zeros(3, dtype=torch.float64)
+    batches = eval_batches(text.lengths, batch_tokens)
+    for rows in batches[dist.rank::dist.world]:
+        batch = text.batch(rows)
+        s = model(batch.char_ids.to(dist.device), batch.targets.to(dist.device))
+        sums += torch.tensor([float(s[0]), float(s[1]), batch.n_predictions], dtype=torch.float64)
+    sums = dist.all_reduce(sums)
+    model.train(was_training)
+    f, b, n = (float(x) for x in sums)
+    return Perplexity(math.exp(f / n), math.exp(b / n), math.exp((f + b) / (2 * n)), int(n))
+
+
+def load_language_model(model_dir: PathLike, dropout: float = 0.0) -> tuple[LanguageModel, Vocabulary]:
+    """A trained model directory (``from_pretrained`` layout + softmax + ``vocab.txt``)."""
+    from pyelmo.weights import WeightFileError, from_pretrained, load_native_tensors
+
+    model_dir = Path(model_dir)
+    bilm = from_pretrained(model_dir)
+    tensors = load_native_tensors(model_dir)
+    if "softmax.weight" not in tensors or "softmax.bias" not in tensors:
+        raise WeightFileError(f"{model_dir} has no softmax (softmax.weight / softmax.bias): not a trained biLM")
+    vocab = Vocabulary.load(model_dir / "vocab.txt")
+    w, b = tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
+    if w.shape != (len(vocab), bilm.config.projection_dim) or b.shape != (len(vocab),):
+        raise WeightFileError(f"{model_dir}: softmax shape {tuple(w.shape)} does not match vocabulary "
+                              f"({len(vocab)}) and projection ({bilm.config.projection_dim})")
+    lm = LanguageModel(bilm.config, len(vocab), dropout=dropout)
+    with torch.no_grad():
+        lm.bilm.load_state_dict(bilm.state_dict())
+        lm.softmax_weight.copy_(w)
+        lm.softmax_bias.copy_(b)
+    return lm, vocab
+
+
+def perplexity(model_dir: PathLike, files: Sequence[PathLike], batch_tokens: int = 8192,
+               max_length: int | None = None) -> Perplexity:
+    """Full-softmax perplexity of a trained model on text files (one sentence per line)."""
+    from pyelmo.weights import read_native_config
+
+    lm, vocab = load_language_model(model_dir)
+    if max_length is None:
+        max_length = int(read_native_config(model_dir).get("training", {}).get("max_length", 100))
+    text = TokenizedText(files, vocab, max_length, lm.bilm.config.char_cnn.max_characters_per_token)
+    return evaluate(lm, text, batch_tokens)
+
+
+def train(config: TrainConfig | dict, out_dir: PathLike, data_dir: PathLike | None = None,
+          train_files: Sequence[PathLike] | None = None, valid_files: Sequence[PathLike] | None = None,
+          resume: bool = False, init_from: PathLike | None = None, progress: bool = False) -> TrainResult:
+    """Python API of ``pyelmo train``."""
+    if isinstance(config, dict):
+        config = config_from_dict(config)
+    data = None
+    if data_dir is not None or train_files:
+        data = resolve_data(data_dir, train_files, valid_files)
+    return Trainer(config, out_dir, data, resume=resume, init_from=init_from, progress=progress).run()
