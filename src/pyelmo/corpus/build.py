@@ -31,7 +31,6 @@ import os
 import re
 import sys
 import time
-import unicodedata
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -40,6 +39,7 @@ from pyelmo.corpus import splits
 from pyelmo.corpus.fetch import fetch_package
 from pyelmo.corpus.sources import SOURCES
 from pyelmo.errors import InputError, PyelmoError
+from pyelmo.tokenize import normalize_text, tokenize
 
 MIN_TOKENS = 3
 MAX_TOKENS = 200
@@ -47,32 +47,21 @@ SHARD_LINES = 100_000
 STATS_VERSION = 1
 _BATCH = 256
 
-_CTRL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u2060\ufeff\ufffd]")
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
-_DASH = re.compile(r"(?<=\S)--(?=\S)")
 
 
-def normalize_text(text: str) -> str:
-    """NFC, ASCII quotes, control characters to spaces, ``a--b`` -> ``a -- b``, collapsed whitespace."""
-    text = unicodedata.normalize("NFC", text)
-    text = _CTRL.sub(" ", text).translate(_QUOTES)
-    text = _DASH.sub(" -- ", text)
-    return " ".join(text.split())
+
 
 
 # ---------------------------------------------------------------- worker side
 
 _SEG = None
-_TOK = None
 
 
 def _init_worker() -> None:
-    global _SEG, _TOK
+    global _SEG
     import pysbd
-    from sacremoses import MosesTokenizer
 
     _SEG = pysbd.Segmenter(language="en", clean=False)
-    _TOK = MosesTokenizer(lang="en")
 
 
 _ABBREV = frozenset(
@@ -116,7 +105,7 @@ def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, in
 
     Returns (kept sentences as space-joined tokens, number too short, number too long).
     """
-    if _TOK is None:
+    if _SEG is None:
         _init_worker()
     kept: list[str] = []
     short = long = 0
@@ -129,8 +118,7 @@ def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, in
         else:
             sents = split_sentences(unit)
         for sent in sents:
-            toks = _TOK.tokenize(sent.strip(), escape=False)
-            toks = [t for t in (" ".join(toks)).split()]
+            toks = tokenize(sent)
             if len(toks) < MIN_TOKENS:
                 short += 1
             elif len(toks) > MAX_TOKENS:
