@@ -47,7 +47,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. lstm.dim=512 (repeatable)")
     for flag, key, kind, text in FLAGS:
-        p.add_argument(flag, type=kind, dest=key.replace(".", "__"), help=f"{text} ({key})")
+        metavar = {int: "N", float: "X"}.get(kind, "NAME")
+        p.add_argument(flag, type=kind, dest=key.replace(".", "__"), metavar=metavar, help=f"{text} ({key})")
     p.add_argument("--bf16", action="store_const", const=True, dest="train__bf16", help="bfloat16 autocast")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
