@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Subcommand modules, in the order --help lists them.
-COMMANDS = ["embed", "corpus", "vocab", "train", "perplexity", "export"]
+COMMANDS = ["embed", "corpus", "vocab", "train", "perplexity", "export", "evaluate"]
 
 
 def build_parser() -> argparse.ArgumentParser:

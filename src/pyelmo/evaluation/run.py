@@ -1,0 +1,109 @@
+"""Running the evaluations end to end: model, data, baselines, cache, outputs."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyelmo.evaluation.common import EvaluationError, default_cache_dir, model_fingerprint, registry_source
+from pyelmo.evaluation.static import Word2VecOptions
+
+ALL_TASKS = ("wsd", "pos", "neighbours")
+
+
+@dataclass
+class EvalOptions:
+    """Everything an evaluation run can be told (the CLI flags map onto these)."""
+
+    out_dir: Path
+    model_dir: Path | None = None  # where the word2vec baseline lives by default
+    word2vec: Path | None = None
+    corpus: Path | None = None
+    use_word2vec: bool = True
+    word2vec_options: Word2VecOptions = field(default_factory=Word2VecOptions)
+    wordnet: Path | None = None
+    brown: Path | None = None
+    cache_dir: Path | None = field(default_factory=default_cache_dir)  # None: no vector cache
+    work_dir: Path = field(default_factory=default_cache_dir)  # WordNet copy and WSD data cache
+    batch_size: int = 32
+    progress: bool = True
+    pos_train_sentences: int | None = 2000
+    pos_test_sentences: int | None = 1000
+    pos_l2: float = 1e-4
+    pos_max_iter: int = 100
+    wsd_max_lemmas: int | None = None
+    neighbours_k: int = 3
+    model_source: str = ""
+
+
+def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[str, dict]:
+    """Run ``tasks`` on a loaded biLM; write ``<task>.json``, charts and ``report.md``."""
+    from pyelmo.evaluation.report import write_report, write_task
+
+    unknown = [t for t in tasks if t not in ALL_TASKS]
+    if unknown:
+        raise EvaluationError(f"unknown evaluation task(s): {', '.join(unknown)}")
+    if model.config.lstm.n_layers < 1:
+        raise EvaluationError("the model has no LSTM layers to evaluate")
+    out = Path(options.out_dir)
+    if out.exists() and not out.is_dir():
+        raise EvaluationError(f"output path is not a folder: {out}")
+    out.mkdir(parents=True, exist_ok=True)
+
+    static = None
+    if options.use_word2vec:
+        from pyelmo.evaluation.static import resolve_word2vec
+
+        static = resolve_word2vec(options.word2vec, options.model_dir, options.corpus, options.word2vec_options,
+                                  options.progress)
+    fp = model_fingerprint(model)
+    header = {
+        "model": options.model_source or "(in memory)",
+        "model fingerprint (sha1 of weights)": fp,
+        "layers": f"{model.config.lstm.n_layers + 1} (0 = context-independent token layer)",
+        "vector size": 2 * model.config.lstm.projection_dim,
+        "word2vec": str(static.path) if static is not None and static.path else "not used",
+    }
+    common = dict(fingerprint=fp, cache_dir=options.cache_dir, batch_size=options.batch_size,
+                  progress=options.progress)
+    results: dict[str, dict] = {}
+    for task in tasks:
+        start = time.monotonic()
+        if task == "wsd":
+            from pyelmo.evaluation.wsd import evaluate_wsd, load_instances
+
+            wn = registry_source("wordnet", options.wordnet)
+            instances = load_instances(wn, options.work_dir, options.progress, options.wsd_max_lemmas)
+            result = evaluate_wsd(model, instances, static, **common)
+        elif task == "pos":
+            from pyelmo.evaluation.pos import evaluate_pos
+
+            result = evaluate_pos(model, registry_source("brown", options.brown), static,
+                                  train_sentences=options.pos_train_sentences,
+                                  test_sentences=options.pos_test_sentences, l2=options.pos_l2,
+                                  max_iter=options.pos_max_iter, **common)
+        else:
+            from pyelmo.evaluation.neighbours import evaluate_neighbours
+
+            result = evaluate_neighbours(model, registry_source("brown", options.brown), static,
+                                         k=options.neighbours_k, **common)
+        result["model"] = {"source": header["model"], "fingerprint": fp}
+        result["seconds"] = round(time.monotonic() - start, 1)
+        write_task(out, result)
+        results[task] = result
+    write_report(out, header)
+    return results
+
+
+def model_directory(model: str | os.PathLike | None, weight_file: str | os.PathLike | None) -> Path:
+    """The folder the word2vec baseline is kept in: the model folder, the weight file's
+    folder for released-format models, or the shipped model's folder."""
+    from pyelmo.models import DEFAULT_MODEL_DIR
+
+    if weight_file is not None:
+        return Path(weight_file).resolve().parent
+    if model is not None:
+        return Path(model)
+    return DEFAULT_MODEL_DIR
