@@ -348,7 +348,7 @@ class Trainer:
         window = torch.zeros(3)
         window_start, window_tokens = time.perf_counter(), 0
         last_loss: float | None = None
-        stop = self.step >= total
+        stop = bool(t.max_steps) and self.step >= t.max_steps
         while not stop and self.order.epoch < t.max_epochs:
             batches = self.order.epoch_batches(self.order.epoch)
             while self.order.position < len(batches):
@@ -377,7 +377,7 @@ class Trainer:
                     window_start, window_tokens = now, 0
                 if t.eval_every and self.step % t.eval_every == 0:
                     stop = self._evaluate_and_decide() or stop
-                if self.step >= total:
+                if t.max_steps and self.step >= t.max_steps:
                     stop = True
                 if t.max_minutes and not stop:
                     flag = torch.tensor([float(time.perf_counter() - start > 60 * t.max_minutes)])
