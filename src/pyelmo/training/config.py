@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import tomllib
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,7 +133,7 @@ def _check_value(name: str, value: Any, hint: Any) -> Any:
     """``value`` converted to the field type ``hint``, or ``ConfigError``."""
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)) and type(None) in args:
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
         if value is None:
             return None
         return _check_value(name, value, next(a for a in args if a is not type(None)))
@@ -195,11 +196,13 @@ def _apply_preset(config: TrainConfig, name: str) -> None:
 
 
 def parse_override(item: str) -> tuple[str, Any]:
-    """``"section.field=value"`` -> ``(key, value)``; the value is read as TOML, else as a string."""
+    """``"section.field=value"`` -> ``(key, value)``; the value is read as TOML (``null`` is None), else as a string."""
     if "=" not in item:
         raise ConfigError(f"--set expects section.field=value, got {item!r}")
     key, raw = item.split("=", 1)
     key = key.strip()
+    if raw.strip() in ("null", "none", "None"):
+        return key, None
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
