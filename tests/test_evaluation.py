@@ -346,3 +346,14 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     rc = main(["evaluate", "wsd", "--no-word2vec", "--options-file", str(OPTIONS), "--weight-file", str(WEIGHTS),
                "--wordnet", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"), "--no-progress"])
     assert rc == 1 and "not found" in capsys.readouterr().err
+
+
+def test_report_flags_results_of_another_model(tmp_path):
+    fake = {"task": "neighbours", "data": {"occurrences": {"bank": 0}, "layer": 2}, "word2vec": {"bank": []},
+            "queries": [{"word": "bank", "sense": "river", "query": "q", "neighbours": []}],
+            "model": {"source": "old", "fingerprint": "a" * 40}}
+    report.write_task(tmp_path, fake)
+    text = report.write_report(tmp_path, {"model fingerprint (sha1 of weights)": "b" * 40}).read_text()
+    assert "computed with another model (old" in text and "(no Brown sentence with this word)" in text
+    text = report.write_report(tmp_path, {"model fingerprint (sha1 of weights)": "a" * 40}).read_text()
+    assert "another model" not in text

@@ -146,10 +146,17 @@ def write_report(out_dir: str | os.PathLike, header: dict) -> Path:
     for k, v in header.items():
         lines.append(f"- {k}: {v}")
     lines.append("")
+    current = header.get("model fingerprint (sha1 of weights)")
     for task, render in (("wsd", _wsd_md), ("pos", _pos_md), ("neighbours", _neighbours_md)):
         path = out / f"{task}.json"
         if path.exists():
-            lines += render(json.loads(path.read_text(encoding="utf-8")))
+            result = json.loads(path.read_text(encoding="utf-8"))
+            section = render(result)
+            fp = (result.get("model") or {}).get("fingerprint")
+            if current and fp and fp != current:  # left over from a run on another model
+                section[1:1] = ["", f"**Note: computed with another model ({result['model'].get('source')}, "
+                                    f"fingerprint {fp[:12]}).**"]
+            lines += section
     report = out / "report.md"
     write_text_atomic(report, "\n".join(lines))
     return report
