@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Subcommand modules, in the order --help lists them.
-COMMANDS = ["embed", "corpus", "vocab", "train", "perplexity", "export", "evaluate"]
+COMMANDS = ["demo", "embed", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"pyelmo {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # disk full, permission denied, ... on a path the user gave
+        if args.debug:
+            raise
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        print(f"pyelmo {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"pyelmo {args.command}: interrupted", file=sys.stderr)
