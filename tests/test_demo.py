@@ -10,7 +10,7 @@ import torch
 
 from pyelmo.cli import main
 from pyelmo.embed import ElmoEmbedder
-from pyelmo.predict import LanguageModel
+from pyelmo.predict import WordPredictor
 from pyelmo.senses import nearest_sense_accuracy, read_sense_examples, sense_accuracy_per_layer
 from pyelmo.weights import save_pretrained
 
@@ -51,14 +51,14 @@ def test_predict_ranks_vocabulary_words(lm_dir, capsys):
     assert main(["predict", "The boat stopped near the river ___ .", "-k", "5", "--model", str(lm_dir)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 6 and not any("<S>" in line or "<UNK>" in line for line in lines[1:])
-    predictions = LanguageModel.from_pretrained(lm_dir).predict("the ___ .".split(), k=7)
+    predictions = WordPredictor.from_pretrained(lm_dir).predict("the ___ .".split(), k=7)
     assert sum(p for _, p in predictions.combined) <= 1.0 + 1e-6
     assert [w for w, _ in predictions.forward] != [] and len(predictions.backward) == 7
     assert main(["predict", "no blank here", "--model", str(lm_dir)]) == 1
 
 
 def test_predict_direction_sees_only_its_side(lm_dir):
-    lm = LanguageModel.from_pretrained(lm_dir)
+    lm = WordPredictor.from_pretrained(lm_dir)
     f1, b1 = lm.log_probs("the boat near the bank".split(), 2)
     f2, b2 = lm.log_probs("the boat money river .".split(), 2)
     torch.testing.assert_close(f1, f2)  # same left context

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from pyelmo.bilm import BiLM
 from pyelmo.characters import batch_to_ids
-from pyelmo.errors import InputError, WeightFileError
+from pyelmo.errors import InputError
+from pyelmo.training.model import LanguageModel
+from pyelmo.vocab import SPECIALS, Vocabulary
 
 BLANK = "___"
-N_SPECIAL = 3  # a trained vocabulary starts with <S>, </S>, <UNK>
-VOCAB_NAME = "vocab.txt"
 
 
 @dataclass
@@ -27,33 +25,21 @@ class Predictions:
     combined: list[tuple[str, float]]
 
 
-class LanguageModel:
-    """A biLM with its softmax and vocabulary (as saved by ``pyelmo train``)."""
+class WordPredictor:
+    """Predicts a word from its context with a trained biLM's forward and backward LMs."""
 
-    def __init__(self, bilm: BiLM, softmax_weight: torch.Tensor, softmax_bias: torch.Tensor,
-                 vocab: Sequence[str]) -> None:
-        if softmax_weight.shape != (len(vocab), bilm.config.projection_dim):
-            raise WeightFileError(f"softmax has shape {tuple(softmax_weight.shape)}, expected "
-                                  f"({len(vocab)}, {bilm.config.projection_dim}) for this vocabulary and model")
-        self.bilm = bilm.eval()
-        self.weight, self.bias = softmax_weight.float(), softmax_bias.float()
-        self.vocab = list(vocab)
+    def __init__(self, lm: LanguageModel, vocab: Vocabulary) -> None:
+        self.bilm = lm.bilm.eval()
+        self.weight, self.bias = lm.softmax_weight.detach(), lm.softmax_bias.detach()
+        self.vocab = vocab.words
 
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike | None = None) -> "LanguageModel":
-        """Load a native model directory that holds ``softmax.*`` tensors and ``vocab.txt``."""
+    def from_pretrained(cls, directory: str | os.PathLike | None = None) -> "WordPredictor":
+        """Load a model directory written by ``pyelmo train`` (biLM, softmax, ``vocab.txt``); default: shipped."""
         from pyelmo.models import default_model_dir
-        from pyelmo.weights import from_pretrained, load_native_tensors
+        from pyelmo.training.trainer import load_language_model
 
-        directory = Path(directory) if directory is not None else default_model_dir()
-        tensors = load_native_tensors(directory)
-        vocab_path = directory / VOCAB_NAME
-        if "softmax.weight" not in tensors or not vocab_path.exists():
-            raise WeightFileError(f"{directory} has no softmax and vocabulary (only models trained with "
-                                  "`pyelmo train` can predict words)")
-        vocab = vocab_path.read_text(encoding="utf-8").split("\n")
-        vocab = [w for w in vocab if w]
-        return cls(from_pretrained(directory), tensors["softmax.weight"], tensors["softmax.bias"], vocab)
+        return cls(*load_language_model(directory if directory is not None else default_model_dir()))
 
     @torch.inference_mode()
     def log_probs(self, tokens: Sequence[str], position: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,6 +70,6 @@ class LanguageModel:
 
     def _top(self, log_probs: torch.Tensor, k: int) -> list[tuple[str, float]]:
         log_probs = log_probs.clone()
-        log_probs[: min(N_SPECIAL, len(self.vocab))] = float("-inf")  # <S>, </S>, <UNK> are no answers
-        values, indices = log_probs.exp().topk(min(k, max(len(self.vocab) - N_SPECIAL, 1)))
+        log_probs[: len(SPECIALS)] = float("-inf")  # <S>, </S>, <UNK> are no answers
+        values, indices = log_probs.exp().topk(min(k, len(self.vocab) - len(SPECIALS)))
         return [(self.vocab[i], float(v)) for v, i in zip(values, indices.tolist())]

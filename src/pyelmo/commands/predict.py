@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.errors import InputError
-    from pyelmo.predict import BLANK, LanguageModel
+    from pyelmo.predict import BLANK, WordPredictor
     from pyelmo.tokenize import tokenize
 
     if args.top < 1:
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     if len(parts) != 2:
         raise InputError(f"mark exactly one word to predict with {BLANK}")
     tokens = tokenize(parts[0]) + [BLANK] + tokenize(parts[1])
-    predictions = LanguageModel.from_pretrained(args.model).predict(tokens, k=args.top)
+    predictions = WordPredictor.from_pretrained(args.model).predict(tokens, k=args.top)
     columns = [("forward", predictions.forward), ("backward", predictions.backward),
                ("combined", predictions.combined)]
     print("  ".join(f"{name:<24}" for name, _ in columns))
