@@ -47,6 +47,11 @@ class BiLM(nn.Module):
     not depend on the rest of the batch. ``stateful=True`` instead carries each batch
     row's final states into the same row of the next call, like bilm-tf and AllenNLP;
     ``reset_states()`` clears them.
+
+    Under ``torch.no_grad()`` / ``torch.inference_mode()`` with no active dropout, the
+    same function is computed by ``pyelmo.fast.bilm_layers_inference`` (packed rows, both
+    directions per step in one product, token encoder once per distinct token and, if
+    ``token_cache`` is set, across calls). ``use_fast_path = False`` forces the plain path.
     """
 
     def __init__(self, config: ElmoConfig, dropout: float = 0.0) -> None:
@@ -64,6 +69,8 @@ class BiLM(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.stateful = False
         self._states: list[torch.Tensor] | None = None  # h and c per (direction, layer): (2, L, rows, size)
+        self.use_fast_path = True
+        self.token_cache = None  # an optional pyelmo.fast.TokenCache (used by the inference fast path only)
 
     # -- states ---------------------------------------------------------------------------
     def reset_states(self) -> None:
@@ -97,16 +104,27 @@ class BiLM(nn.Module):
         lengths = lengths + 2
         full_mask = torch.arange(char_ids.shape[1], device=char_ids.device) < lengths[:, None]
 
-        tokens = self.token_encoder(char_ids) * full_mask.unsqueeze(-1)
-        layers = [torch.cat([tokens, tokens], dim=-1)]
-        for direction_output in zip(*self._run_directions(tokens, lengths)):
-            layers.append(torch.cat(direction_output, dim=-1))
-        stacked = torch.stack(layers)
+        if self._fast_path_applies(char_ids):
+            from pyelmo.fast import bilm_layers_inference
+
+            stacked = bilm_layers_inference(self, char_ids, lengths)
+        else:
+            tokens = self.token_encoder(char_ids) * full_mask.unsqueeze(-1)
+            layers = [torch.cat([tokens, tokens], dim=-1)]
+            for direction_output in zip(*self._run_directions(tokens, lengths)):
+                layers.append(torch.cat(direction_output, dim=-1))
+            stacked = torch.stack(layers)
 
         if keep_sentence_boundaries:
             return BiLMOutput(stacked, full_mask)
         # drop <S> (first position) and </S> (position length + 1 of each row)
         return BiLMOutput(stacked[:, :, 1:-1] * mask[None, :, :, None], mask)
+
+    def _fast_path_applies(self, char_ids: torch.Tensor) -> bool:
+        """The inference fast path: no autograd, no active dropout, a non-empty batch."""
+        dropout_active = self.training and self.dropout.p > 0
+        return (self.use_fast_path and not torch.is_grad_enabled() and not dropout_active
+                and char_ids.shape[0] > 0)
 
     def _run_directions(self, tokens: torch.Tensor, lengths: torch.Tensor) -> list[list[torch.Tensor]]:
         """Each direction's per-layer outputs, ``[direction][layer] -> (B, T, projection_dim)``."""

@@ -23,6 +23,10 @@ from pyelmo.errors import InputError
 OUTPUT_FORMATS = ("all", "top", "average")
 DEFAULT_BATCH_SIZE = 64
 SORT_WINDOW = 16  # stateless mode sorts this many batches' worth of sentences by length
+#: Stateless mode: token positions (rows x longest row, with <S> and </S>) per batch.
+DEFAULT_MAX_TOKENS = 4096
+#: Token-encoder outputs kept across batches (LRU); memory: this many projection_dim vectors.
+DEFAULT_TOKEN_CACHE_SIZE = 32_768
 
 
 class ElmoEmbedder:
@@ -32,18 +36,32 @@ class ElmoEmbedder:
     ``ElmoEmbedder(OPTIONS, WEIGHTS)`` the released format; or pass a ``BiLM``. Stateless
     unless ``stateful=True`` (then each batch row continues from the states the same row
     reached in the previous batch, as the original implementations do).
+
+    Speed options (the vectors do not depend on them, within float rounding):
+    ``max_tokens`` - stateless mode packs length-sorted sentences into batches of at most
+    this many token positions instead of ``batch_size`` sentences (``None``: fixed
+    ``batch_size`` batches); ``token_cache_size`` - token-encoder outputs kept across
+    batches (0 disables the cache).
     """
 
     def __init__(self, model: BiLM | str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
-                 *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu") -> None:
+                 *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu",
+                 max_tokens: int | None = DEFAULT_MAX_TOKENS,
+                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE) -> None:
+        from pyelmo.fast import TokenCache
         from pyelmo.models import load
 
         if batch_size < 1:
             raise InputError(f"batch size must be at least 1, got {batch_size}")
+        if max_tokens is not None and max_tokens < 1:
+            raise InputError(f"max tokens must be at least 1, got {max_tokens}")
         self.model = model if isinstance(model, BiLM) else load(model, weight_file)
         self.model.to(device).eval()
         self.model.stateful = stateful
+        if token_cache_size > 0:
+            self.model.token_cache = TokenCache(token_cache_size)
         self.batch_size = batch_size
+        self.max_tokens = max_tokens
         self.device = torch.device(device)
 
     @property
@@ -69,17 +87,22 @@ class ElmoEmbedder:
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None) -> Iterator[np.ndarray]:
         """Yield one array per sentence, in input order, computing in batches.
 
-        Stateful: batches are consecutive sentences. Stateless: sentences are grouped by
-        length within a window of ``SORT_WINDOW`` batches, which wastes less padding.
+        Stateful: batches are ``batch_size`` consecutive sentences. Stateless: sentences
+        are sorted by length within a window of ``SORT_WINDOW * batch_size`` sentences and
+        cut into batches of at most ``max_tokens`` token positions (or ``batch_size``
+        sentences when ``max_tokens`` is None), which wastes no padding and keeps the
+        matrix products large for short sentences.
         """
         batch_size = batch_size or self.batch_size
         window = batch_size if self.stateful else batch_size * SORT_WINDOW
         for chunk in _chunks(sentences, window):
-            order = range(len(chunk)) if self.stateful else sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
-            order = list(order)
+            if self.stateful:
+                batches = [list(range(len(chunk)))]
+            else:
+                order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
+                batches = token_budget_batches(order, [len(s) for s in chunk], batch_size, self.max_tokens)
             results: list[np.ndarray | None] = [None] * len(chunk)
-            for start in range(0, len(order), batch_size):
-                rows = order[start : start + batch_size]
+            for rows in batches:
                 for row, emb in zip(rows, self.embed_batch([chunk[r] for r in rows])):
                     results[row] = emb
             yield from results  # type: ignore[misc]
@@ -101,32 +124,171 @@ class ElmoEmbedder:
         lines = read_sentences(input_file, skip_blank_lines=skip_blank_lines, progress=progress)
         keyed = _KeyedLines(lines)
         tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-        sentence_to_index: dict[str, str] = {}
+        index_tmp = output.with_name(f".{output.name}.{os.getpid()}.index.tmp")
+        sentence_keys: set[str] = set()  # only with use_sentence_keys (to keep the first of repeated sentences)
         count = 0
         try:
             with h5py.File(tmp, "w") as out:
-                for emb in self.embed_sentences(keyed.tokens(), batch_size):
-                    index, text = keyed.pop()
-                    if output_format == "top":
-                        emb = emb[-1]
-                    elif output_format == "average":
-                        emb = emb.mean(axis=0)
-                    key = text if use_sentence_keys else str(index)
-                    if use_sentence_keys and ("/" in key or key == "."):
-                        raise InputError(f"line {index + 1}: a sentence with '/' cannot be an HDF5 key; "
-                                         "drop --use-sentence-keys")
-                    if key in out:
-                        continue  # --use-sentence-keys with a repeated sentence: first one kept
-                    out.create_dataset(key, data=emb.astype(np.float32, copy=False))
-                    sentence_to_index[text] = str(index)
-                    count += 1
+                sentence_to_index = _SentenceIndexOnDisk(index_tmp)
+                with _BackgroundWriter(out) as writer:
+                    for emb in self.embed_sentences(keyed.tokens(), batch_size):
+                        index, text = keyed.pop()
+                        if output_format == "top":
+                            emb = emb[-1]
+                        elif output_format == "average":
+                            emb = emb.mean(axis=0)
+                        key = text if use_sentence_keys else str(index)
+                        if use_sentence_keys:
+                            if "/" in key or key == ".":
+                                raise InputError(f"line {index + 1}: a sentence with '/' cannot be an HDF5 key; "
+                                                 "drop --use-sentence-keys")
+                            if key in sentence_keys:
+                                continue  # a repeated sentence: the first one is kept
+                            sentence_keys.add(key)
+                        writer.write(key, emb.astype(np.float32, copy=False))
+                        if not forget_sentences:
+                            sentence_to_index.add(text, index)
+                        count += 1
                 if not forget_sentences:
                     dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
-                    dataset[0] = json.dumps(sentence_to_index)
+                    dataset[0] = sentence_to_index.json()
+                sentence_to_index.close()
             os.replace(tmp, output)
         finally:
             tmp.unlink(missing_ok=True)
+            index_tmp.unlink(missing_ok=True)
         return count
+
+
+class _BackgroundWriter:
+    """Writes datasets into an open HDF5 file from a thread, so that writing overlaps computing.
+
+    At most ``max_pending`` arrays wait in the queue (bounded memory). An error in the
+    thread is raised in the caller at the next ``write`` or at exit.
+    """
+
+    def __init__(self, out, max_pending: int = 256) -> None:
+        import queue
+        import threading
+
+        self._out = out
+        self._queue: queue.Queue = queue.Queue(max_pending)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="pyelmo-hdf5-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:
+                try:
+                    self._out.create_dataset(item[0], data=item[1])
+                except BaseException as exc:  # reported in the caller's thread
+                    self._error = exc
+
+    def write(self, key: str, array: np.ndarray) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put((key, array))
+
+    def __enter__(self) -> "_BackgroundWriter":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None and exc_info[0] is None:
+            raise self._error
+
+
+class _SentenceIndexOnDisk:
+    """``sentence_to_index`` (``{sentence: "line index"}``, the last index of a repeated sentence)
+    built without holding the sentences in memory.
+
+    Sentences go to a temporary file as they come, with a 16-byte record (text hash, index)
+    in memory; ``json()`` then streams the file once and returns the same JSON text as
+    ``json.dumps`` of the dictionary (keys in first-seen order). Only that final string -
+    which the HDF5 variable-length string needs whole - is proportional to the input.
+    """
+
+    def __init__(self, path: Path) -> None:
+        from array import array
+
+        self._path = path
+        self._file = path.open("w", encoding="utf-8")
+        self._hashes = array("Q")
+        self._indexes = array("q")
+
+    @staticmethod
+    def _hash(text: str) -> int:
+        import hashlib
+
+        return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+    def add(self, text: str, index: int) -> None:
+        self._file.write(json.dumps(text))
+        self._file.write("\n")
+        self._hashes.append(self._hash(text))
+        self._indexes.append(index)
+
+    def json(self) -> str:
+        self._file.close()
+        hashes = np.frombuffer(self._hashes, dtype=np.uint64)
+        indexes = np.frombuffer(self._indexes, dtype=np.int64)
+        first = np.ones(len(hashes), dtype=bool)
+        value = indexes.copy()
+        if len(hashes):
+            order = np.argsort(hashes, kind="stable")
+            sorted_hashes = hashes[order]
+            starts = np.flatnonzero(np.r_[True, sorted_hashes[1:] != sorted_hashes[:-1]])
+            ends = np.r_[starts[1:], len(order)] - 1
+            group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
+            first[order] = False
+            first[order[starts]] = True  # the first record of each distinct sentence is written ...
+            value[order] = indexes[order[ends]][group]  # ... with the index of its last record
+        text_path = self._path.with_name(self._path.name + ".json")
+        try:
+            with self._path.open("r", encoding="utf-8") as records, text_path.open("w", encoding="utf-8") as text:
+                text.write("{")
+                separator = ""
+                for k, line in enumerate(records):
+                    if first[k]:
+                        text.write(f'{separator}{line[:-1]}: "{value[k]}"')
+                        separator = ", "
+                text.write("}")
+            return text_path.read_text(encoding="utf-8")
+        finally:
+            text_path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def token_budget_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
+                         max_tokens: int | None) -> list[list[int]]:
+    """Cut ``order`` (sentence indexes sorted by length) into consecutive batches.
+
+    With ``max_tokens``: each batch holds as many sentences as fit in ``max_tokens`` token
+    positions counted as rows x (longest + 2) (the biLM adds ``<S>`` and ``</S>``), at
+    least one. Without: ``batch_size`` sentences per batch.
+    """
+    if max_tokens is None:
+        return [list(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for index in order:
+        size = lengths[index] + 2
+        if current and (len(current) + 1) * max(longest, size) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(index)
+        longest = max(longest, size)
+    if current:
+        batches.append(current)
+    return batches
 
 
 class _KeyedLines:

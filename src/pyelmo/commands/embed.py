@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.embed import DEFAULT_BATCH_SIZE
+from pyelmo.embed import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
 
 DESCRIPTION = """\
 Embed INPUT (one whitespace-tokenized sentence per line; '-' reads stdin) into OUTPUT,
@@ -50,7 +50,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="mean of the layers, (tokens, dim)")
     add_model_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, metavar="N",
-                        help=f"sentences per batch (default {DEFAULT_BATCH_SIZE})")
+                        help=f"sentences per batch with --stateful or --max-tokens 0; otherwise sentences are "
+                             f"sorted by length in windows of 16 x N (default {DEFAULT_BATCH_SIZE})")
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+                        help="without --stateful: pack length-sorted sentences into batches of at most N token "
+                             f"positions (0: fixed --batch-size batches; default {DEFAULT_MAX_TOKENS}); "
+                             "the vectors do not depend on it")
+    parser.add_argument("--token-cache-size", type=int, default=DEFAULT_TOKEN_CACHE_SIZE, metavar="N",
+                        help=f"keep N token-encoder outputs across batches (0: off; default {DEFAULT_TOKEN_CACHE_SIZE})")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--stateful", action="store_true",
                         help="carry LSTM states from batch to batch row by row, like the original "
                              "implementations (batches are consecutive lines); default: every sentence "
@@ -70,9 +79,14 @@ def run(args: argparse.Namespace) -> int:
     from pyelmo.embed import ElmoEmbedder, _check_output_path
 
     _check_output_path(args.output, args.overwrite)  # fail before loading the model
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
     model, weight_file = model_source(args)
     embedder = ElmoEmbedder(model, weight_file, batch_size=args.batch_size, stateful=args.stateful,
-                            device=args.device)
+                            device=args.device, max_tokens=args.max_tokens or None,
+                            token_cache_size=args.token_cache_size)
     count = embedder.embed_file(args.input, args.output, output_format=args.output_format,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
                                 skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,

@@ -1,0 +1,413 @@
+"""ELMo embedding throughput on CPU: pyelmo against AllenNLP 2.10.1's ``_ElmoBiLm``, side by side.
+
+One table: for each config (``original``, ``small``: random weights of the released
+sizes, written to the bilm-tf HDF5 so that both implementations load identical weights)
+and batch size (1, 32): tokens/s of each side, the ratio, max-abs-diff of pyelmo's fast
+path against its exact fp32 path and against AllenNLP, GEMM fraction (useful FLOPs/s /
+fp32 matmul rate measured in the same process, same run) and peak RSS of the process.
+
+Each (side, config, batch size) runs in its own worker process (so its peak RSS is its
+own); the two sides' timed runs are interleaved (pyelmo, AllenNLP, pyelmo, ...) and the
+median of ``--repeats`` is reported. AllenNLP's states are reset before every batch.
+pyelmo's token cache is off in this table (every repeat recomputes every token); the
+end-to-end run below uses the defaults, cache included.
+
+    python benchmarks/embed_throughput.py --reference-python /tmp/allennlp-ref/bin/python
+    python benchmarks/embed_throughput.py --e2e-lines 20000 --memory-check   # + end to end, memory
+
+``--e2e-lines N``: ``pyelmo embed`` (default settings, ``--all``) on an N-line file, end to
+end (process start to finish), against AllenNLP's ``embed_file`` loop (batch 32,
+consecutive lines, states reset per batch, one dataset per line + sentence_to_index),
+measured in the reference worker on the first ``--e2e-reference-lines`` lines (its
+``allennlp.commands.elmo`` module needs nltk, not installed, so the loop is reproduced).
+``--memory-check``: peak RSS of ``pyelmo embed`` on 20k vs 200k lines (tiny model, --top).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MATMUL_N = 2048
+
+
+# -- shared helpers (stdlib + torch only: they run in both environments) ------------------
+def matmul_rate(torch) -> float:
+    """fp32 GFLOP/s of a 2048^3 matrix product (median of 5)."""
+    a, b = torch.randn(MATMUL_N, MATMUL_N), torch.randn(MATMUL_N, MATMUL_N)
+    a @ b
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - start)
+    return 2 * MATMUL_N**3 / statistics.median(times) / 1e9
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def make_sentences(n: int, seed: int, vocab_size: int = 50_000) -> list[list[str]]:
+    """A realistic mix: lengths 5-60 (log-normal, median ~22), Zipfian word frequencies."""
+    rng = random.Random(seed)
+    letters = "etaoinshrdlcumwfgypbvkjxqz"
+    vocab, seen = [], set()
+    while len(vocab) < vocab_size:
+        word = "".join(rng.choice(letters) for _ in range(max(1, min(14, int(rng.gauss(6, 2.5))))))
+        if word not in seen:
+            seen.add(word)
+            vocab.append(word)
+    weights = [1.0 / (r + 1) for r in range(vocab_size)]
+    cumulative, total = [], 0.0
+    for w in weights:
+        total += w
+        cumulative.append(total)
+    sentences = []
+    for _ in range(n):
+        length = max(5, min(60, int(rng.lognormvariate(3.1, 0.5))))
+        sentences.append(rng.choices(vocab, cum_weights=cumulative, k=length))
+    return sentences
+
+
+# -- workers ------------------------------------------------------------------------------
+class PyelmoSide:
+    def __init__(self, options: str, weights: str, fast: bool = True) -> None:
+        from pyelmo.weights import load_bilm_hdf5
+
+        self.model = load_bilm_hdf5(options, weights)
+        self.model.token_cache = None
+
+    def run(self, batch, exact: bool = False):
+        import torch
+
+        from pyelmo.characters import batch_to_ids
+
+        self.model.use_fast_path = not exact
+        with torch.inference_mode():
+            layers = self.model(batch_to_ids(batch)).layers.numpy()
+        self.model.use_fast_path = True
+        return [layers[:, k, : len(s)] for k, s in enumerate(batch)]
+
+
+class AllennlpSide:
+    def __init__(self, options: str, weights: str) -> None:
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        from allennlp.modules.elmo import _ElmoBiLm
+
+        self.module = _ElmoBiLm(options, weights).eval()
+
+    def run(self, batch, exact: bool = False):
+        import torch
+        from allennlp.modules.elmo import batch_to_ids
+
+        self.module._elmo_lstm.reset_states()
+        with torch.no_grad():
+            out = self.module(batch_to_ids(batch))
+        layers = torch.stack(out["activations"]).numpy()  # (3, B, T + 2, D)
+        return [layers[:, k, 1 : len(s) + 1] for k, s in enumerate(batch)]
+
+
+def worker(side_name: str) -> None:
+    """Serve JSON commands on stdin, one JSON answer per line on stdout."""
+    import numpy as np
+    import torch
+
+    out = sys.stdout
+    sys.stdout = sys.stderr  # library prints must not corrupt the protocol
+    side = None
+    batches: list = []
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        op = cmd["op"]
+        answer: dict = {}
+        if op == "init":
+            torch.set_num_threads(cmd["threads"])
+            side = (PyelmoSide if side_name == "pyelmo" else AllennlpSide)(cmd["options"], cmd["weights"])
+            batches = json.loads(Path(cmd["batches"]).read_text())
+        elif op == "time":
+            answer["gflops"] = matmul_rate(torch)
+            start = time.perf_counter()
+            for batch in batches:
+                side.run(batch)
+            answer["seconds"] = time.perf_counter() - start
+        elif op == "outputs":
+            arrays = [a for batch in batches for a in side.run(batch, exact=cmd.get("exact", False))]
+            np.savez(cmd["path"], *arrays)
+        elif op == "embed_file":
+            answer.update(reference_embed_file(side, cmd["input"], cmd["output"], cmd["batch_size"]))
+        elif op == "quit":
+            break
+        answer["rss_mb"] = peak_rss_mb()
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+
+
+def reference_embed_file(side, input_path: str, output_path: str, batch_size: int) -> dict:
+    """AllenNLP's ``ElmoEmbedder.embed_file`` loop (--all, consecutive batches) on its ``_ElmoBiLm``."""
+    import h5py
+
+    start = time.perf_counter()
+    lines = [line.strip() for line in Path(input_path).read_text(encoding="utf-8").splitlines()]
+    sentence_to_index = {}
+    tokens = 0
+    with h5py.File(output_path, "w") as fout:
+        for i in range(0, len(lines), batch_size):
+            batch = [line.split() for line in lines[i : i + batch_size]]
+            for k, emb in enumerate(side.run(batch)):
+                fout.create_dataset(str(i + k), emb.shape, dtype="float32", data=emb)
+                sentence_to_index[lines[i + k]] = str(i + k)
+                tokens += len(batch[k])
+        dataset = fout.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
+        dataset[0] = json.dumps(sentence_to_index)
+    return {"seconds": time.perf_counter() - start, "tokens": tokens, "lines": len(lines)}
+
+
+class Worker:
+    def __init__(self, python: str, side: str, env: dict | None = None) -> None:
+        self.proc = subprocess.Popen([python, "-W", "ignore", __file__, "--worker", side], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env, cwd="/tmp")
+
+    def ask(self, **cmd) -> dict:
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker died (exit {self.proc.wait()})")
+        return json.loads(line)
+
+    def close(self) -> None:
+        try:
+            self.ask(op="quit")
+        except (RuntimeError, BrokenPipeError):
+            pass
+        self.proc.wait()
+
+
+# -- model FLOPs --------------------------------------------------------------------------
+def flops_per_position(config) -> float:
+    c, lstm = config.char_cnn, config.lstm
+    conv = sum(2 * (c.max_characters_per_token - w + 1) * c.embedding_dim * w * n for w, n in c.filters)
+    highway = c.n_highway * 2 * 2 * c.n_filters**2
+    projection = 2 * c.n_filters * lstm.projection_dim
+    per_layer = 2 * (lstm.projection_dim * 4 * lstm.dim + lstm.projection_dim * 4 * lstm.dim + lstm.dim * lstm.projection_dim)
+    return conv + highway + projection + 2 * lstm.n_layers * per_layer
+
+
+def write_model(name: str, workdir: Path, seed: int = 0) -> tuple[Path, Path]:
+    import torch
+
+    from pyelmo.bilm import BiLM
+    from pyelmo.config import preset
+    from pyelmo.weights import save_bilm_hdf5
+
+    options, weights = workdir / f"{name}_options.json", workdir / f"{name}_weights.hdf5"
+    if not weights.exists():
+        torch.manual_seed(seed)
+        model = BiLM(preset(name))
+        with torch.no_grad():  # larger-than-default random weights so the gates are not all near 0.5
+            for p in model.parameters():
+                p.normal_(0, 0.05)
+        save_bilm_hdf5(model, options, weights)
+    return options, weights
+
+
+def max_abs_diff(path_a: Path, path_b: Path) -> float:
+    import numpy as np
+
+    with np.load(path_a) as a, np.load(path_b) as b:
+        return max(float(np.abs(a[k] - b[k]).max(initial=0.0)) for k in a.files)
+
+
+# -- the table ----------------------------------------------------------------------------
+def throughput_rows(args, workdir: Path) -> list[dict]:
+    from pyelmo.config import preset
+
+    rows = []
+    for name in args.configs:
+        options, weights = write_model(name, workdir)
+        for batch_size in args.batch_sizes:
+            n_sent = args.sentences_b32 if batch_size > 1 else args.sentences_b1
+            sentences = make_sentences(n_sent, seed=1000 + batch_size)
+            batches = [sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size)]
+            batch_file = workdir / f"batches_{name}_{batch_size}.json"
+            batch_file.write_text(json.dumps(batches))
+            tokens = sum(len(s) for s in sentences)
+            sides = {"pyelmo": Worker(sys.executable, "pyelmo")}
+            if args.reference_python:
+                sides["allennlp"] = Worker(args.reference_python, "allennlp")
+            try:
+                for w in sides.values():
+                    w.ask(op="init", threads=args.threads, options=str(options), weights=str(weights),
+                          batches=str(batch_file))
+                    w.ask(op="time")  # warm-up
+                samples: dict[str, list[dict]] = {k: [] for k in sides}
+                for _ in range(args.repeats):
+                    for k, w in sides.items():
+                        samples[k].append(w.ask(op="time"))
+                fast, exact = workdir / "fast.npz", workdir / "exact.npz"
+                sides["pyelmo"].ask(op="outputs", path=str(fast))
+                sides["pyelmo"].ask(op="outputs", path=str(exact), exact=True)
+                row = {"config": name, "batch": batch_size, "sentences": n_sent, "tokens": tokens,
+                       "diff_exact": max_abs_diff(fast, exact)}
+                if "allennlp" in sides:
+                    ref = workdir / "allennlp.npz"
+                    sides["allennlp"].ask(op="outputs", path=str(ref))
+                    row["diff_allennlp"] = max_abs_diff(fast, ref)
+                flops = flops_per_position(preset(name))
+                for k in sides:
+                    seconds = statistics.median(s["seconds"] for s in samples[k])
+                    gflops = statistics.median(s["gflops"] for s in samples[k])
+                    row[k] = {"tok_s": tokens / seconds, "gemm": tokens * flops / seconds / 1e9 / gflops,
+                              "matmul_gflops": gflops, "rss_mb": sides[k].ask(op="time")["rss_mb"]}
+            finally:
+                for w in sides.values():
+                    w.close()
+            rows.append(row)
+            print(f"# done {name} batch {batch_size}: {json.dumps(row)}", file=sys.stderr, flush=True)
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    header = ("config", "batch", "pyelmo tok/s", "AllenNLP tok/s", "ratio", "diff vs exact", "diff vs AllenNLP",
+              "GEMM frac pyelmo", "GEMM frac AllenNLP", "matmul GF/s", "peak RSS MB pyelmo / AllenNLP")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        p, a = r["pyelmo"], r.get("allennlp")
+        print("| " + " | ".join([
+            r["config"], str(r["batch"]), f"{p['tok_s']:.1f}", f"{a['tok_s']:.1f}" if a else "-",
+            f"{p['tok_s'] / a['tok_s']:.2f}x" if a else "-", f"{r['diff_exact']:.2e}",
+            f"{r['diff_allennlp']:.2e}" if a else "-", f"{100 * p['gemm']:.0f}%",
+            f"{100 * a['gemm']:.0f}%" if a else "-", f"{p['matmul_gflops']:.0f}",
+            f"{p['rss_mb']:.0f} / {a['rss_mb']:.0f}" if a else f"{p['rss_mb']:.0f}",
+        ]) + " |")
+
+
+# -- end to end and memory ----------------------------------------------------------------
+def run_cli(argv: list[str]) -> tuple[float, float]:
+    """Run a command; (wall seconds, peak RSS MB of that process)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{argv} failed")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def pyelmo_cli() -> str:
+    return str(Path(sys.executable).with_name("pyelmo"))
+
+
+def end_to_end(args, workdir: Path) -> None:
+    name = args.e2e_config
+    options, weights = write_model(name, workdir)
+    sentences = make_sentences(args.e2e_lines, seed=7)
+    text = workdir / f"e2e_{args.e2e_lines}.txt"
+    text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
+    tokens = sum(len(s) for s in sentences)
+    out = workdir / "e2e_pyelmo.hdf5"
+    seconds, rss = run_cli([pyelmo_cli(), "embed", str(text), str(out), "--overwrite", "--no-progress",
+                            "--threads", str(args.threads), "--options-file", str(options), "--weight-file", str(weights)])
+    size_gb = out.stat().st_size / 1e9
+    out.unlink()
+    print(f"\nEnd to end, config {name}, {args.e2e_lines} lines, {tokens} tokens, --all (output {size_gb:.1f} GB):")
+    print(f"| side | lines | tokens | seconds | tokens/s | peak RSS MB |\n|---|---|---|---|---|---|")
+    print(f"| pyelmo embed (defaults) | {args.e2e_lines} | {tokens} | {seconds:.1f} | {tokens / seconds:.0f} | {rss:.0f} |")
+    if args.reference_python:
+        ref_lines = min(args.e2e_reference_lines, args.e2e_lines)
+        ref_text = workdir / "e2e_reference.txt"
+        ref_text.write_text("\n".join(" ".join(s) for s in sentences[:ref_lines]) + "\n", encoding="utf-8")
+        batches = workdir / "empty.json"
+        batches.write_text("[]")
+        w = Worker(args.reference_python, "allennlp")
+        try:
+            w.ask(op="init", threads=args.threads, options=str(options), weights=str(weights), batches=str(batches))
+            r = w.ask(op="embed_file", input=str(ref_text), output=str(workdir / "e2e_ref.hdf5"), batch_size=32)
+        finally:
+            w.close()
+            (workdir / "e2e_ref.hdf5").unlink(missing_ok=True)
+        print(f"| AllenNLP embed_file loop, batch 32 (first {ref_lines} lines) | {r['lines']} | {r['tokens']} | "
+              f"{r['seconds']:.1f} | {r['tokens'] / r['seconds']:.0f} | {r['rss_mb']:.0f} |")
+        print(f"ratio (tokens/s): {tokens / seconds / (r['tokens'] / r['seconds']):.2f}x")
+
+
+def memory_check(args, workdir: Path) -> None:
+    """Peak RSS of ``pyelmo embed --top`` on 20k vs 200k lines with a tiny model (memory, not speed)."""
+    import torch
+
+    from pyelmo.bilm import BiLM
+    from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
+    from pyelmo.weights import save_bilm_hdf5
+
+    torch.manual_seed(0)
+    config = ElmoConfig(char_cnn=CharCNNConfig(filters=((1, 8), (2, 8), (3, 16)), n_highway=1, embedding_dim=4),
+                        lstm=LSTMConfig(dim=32, projection_dim=16))
+    options, weights = workdir / "tiny_options.json", workdir / "tiny_weights.hdf5"
+    save_bilm_hdf5(BiLM(config), options, weights)
+    print("\nPeak memory of `pyelmo embed --top` (tiny model, defaults otherwise):")
+    print("| lines | seconds | peak RSS MB |\n|---|---|---|")
+    results = []
+    for n in (20_000, 200_000):
+        text = workdir / f"mem_{n}.txt"
+        with text.open("w", encoding="utf-8") as f:
+            for start in range(0, n, 20_000):
+                for s in make_sentences(min(20_000, n - start), seed=start):
+                    f.write(" ".join(s) + "\n")
+        out = workdir / "mem.hdf5"
+        seconds, rss = run_cli([pyelmo_cli(), "embed", str(text), str(out), "--top", "--overwrite", "--no-progress",
+                                "--threads", str(args.threads), "--options-file", str(options), "--weight-file", str(weights)])
+        out.unlink()
+        text.unlink()
+        results.append(rss)
+        print(f"| {n} | {seconds:.1f} | {rss:.0f} |")
+    print(f"200k / 20k peak RSS: {results[1] / results[0]:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", choices=["pyelmo", "allennlp"], help=argparse.SUPPRESS)
+    parser.add_argument("--reference-python", help="python of the AllenNLP environment (e.g. /tmp/allennlp-ref/bin/python)")
+    parser.add_argument("--configs", default="original,small", type=lambda s: s.split(","))
+    parser.add_argument("--batch-sizes", default="1,32", type=lambda s: [int(x) for x in s.split(",")])
+    parser.add_argument("--sentences-b32", type=int, default=64, help="sentences per timed run at batch > 1")
+    parser.add_argument("--sentences-b1", type=int, default=8, help="sentences per timed run at batch 1")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-table", action="store_true")
+    parser.add_argument("--e2e-lines", type=int, default=0, help="end-to-end `pyelmo embed` on this many lines")
+    parser.add_argument("--e2e-config", default="small")
+    parser.add_argument("--e2e-reference-lines", type=int, default=2000)
+    parser.add_argument("--memory-check", action="store_true")
+    parser.add_argument("--workdir", help="where to keep models and data (default: a temporary folder)")
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker)
+        return
+    with tempfile.TemporaryDirectory(prefix="pyelmo-bench-") as tmp:
+        workdir = Path(args.workdir or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        print(f"date {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, threads {args.threads}, "
+              f"load average {os.getloadavg()[0]:.1f}, command: {' '.join(sys.argv)}")
+        if not args.skip_table:
+            print_table(throughput_rows(args, workdir))
+        if args.e2e_lines:
+            end_to_end(args, workdir)
+        if args.memory_check:
+            memory_check(args, workdir)
+
+
+if __name__ == "__main__":
+    main()

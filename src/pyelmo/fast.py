@@ -1,0 +1,302 @@
+"""Inference fast paths for the biLM. Same numbers as the plain modules (within float rounding), less work.
+
+The plain code in ``encoder.py``, ``lstm.py`` and ``bilm.py`` is what the paper describes
+and what training differentiates through. When gradients are off (``torch.no_grad`` /
+``torch.inference_mode``) and no dropout is active, ``BiLM.forward`` calls
+:func:`bilm_layers_inference` instead, which computes the same function with these tricks:
+
+- **token encoder once per distinct token** (:func:`encode_tokens`): the character CNN
+  runs on the distinct character-id rows of the batch only, optionally through a
+  :class:`TokenCache` (LRU, across batches), never on padding;
+- **convolutions as one matrix multiply** (:func:`char_cnn_gemm`): all filters are
+  zero-padded to the widest one and applied as a single ``(positions, width * emb) @
+  (width * emb, n_filters)`` product, then each filter's invalid tail positions are
+  left out of the max;
+- **packed sequences** (:class:`PackedBatch`): rows sorted by length, time-major, with
+  only the rows still running at each step; the backward direction is the same
+  positions in reversed order, so both directions share the step sizes;
+- **both directions in one batched product per step** (:func:`run_lstm_layer_pair`):
+  ``torch.baddbmm`` over the (forward, backward) pair, writing into preallocated
+  buffers, gate nonlinearities in place, input-to-gate products for a block of steps
+  in one product (bounded memory).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import torch
+
+from pyelmo.encoder import TokenEncoder
+from pyelmo.lstm import FORGET_BIAS, LstmWithProjection
+
+#: Token rows per chunk in the convolution product: bounds its (n_filters, rows * max_chars) buffer.
+CONV_CHUNK_TOKENS = 256
+#: Packed rows (token positions of one direction) per input-to-gate product in the LSTM.
+INPUT_GATE_CHUNK_ROWS = 512
+
+
+# -- token encoder ------------------------------------------------------------------------
+def _packed_conv_weights(encoder: TokenEncoder) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int, int]]]:
+    """All convolution filters zero-padded to the widest: ``W (n_filters, widest * emb)`` in
+    ``[offset, emb]`` order, the biases, and ``(first row, end row, width)`` of each filter group."""
+    widest = max(conv.kernel_size[0] for conv in encoder.convolutions)
+    blocks, groups, start = [], [], 0
+    for conv in encoder.convolutions:
+        n, _, w = conv.weight.shape  # (n, emb, w)
+        blocks.append(torch.nn.functional.pad(conv.weight, (0, widest - w)))
+        groups.append((start, start + n, w))
+        start += n
+    weight = torch.cat(blocks).transpose(1, 2).reshape(start, -1)
+    bias = torch.cat([conv.bias for conv in encoder.convolutions])
+    return weight, bias, groups
+
+
+def char_cnn_gemm(encoder: TokenEncoder, char_ids: torch.Tensor, packed=None) -> torch.Tensor:
+    """The character CNN (embedding, convolutions, max over positions, activation): ``(N, C) -> (N, n_filters)``.
+
+    One product ``W (n_filters, widest * emb) @ windows^T`` gives every filter's response
+    at every position as ``(n_filters, N, C)``; each filter group's max runs over its
+    valid positions ``0 .. C - width`` (the zero-padded tail positions are left out), and
+    the bias and activation come after the max (both commute with it).
+    """
+    weight, bias, groups = packed if packed is not None else _packed_conv_weights(encoder)
+    n_tokens, n_chars = char_ids.shape
+    widest = weight.shape[1] // encoder.config.embedding_dim
+    chars = torch.nn.functional.pad(encoder.char_embedding(char_ids), (0, 0, 0, widest - 1))  # (N, C + w - 1, emb)
+    windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * n_chars, -1)  # (N * C, widest * emb)
+    responses = (weight @ windows.t()).view(-1, n_tokens, n_chars)
+    pooled = torch.cat([responses[a:b, :, : n_chars - w + 1].amax(dim=-1) for a, b, w in groups])
+    return encoder.activation(pooled.t() + bias)
+
+
+def encode_tokens_gemm(encoder: TokenEncoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """``TokenEncoder.forward`` for ``(N, C)`` rows with the convolutions as one product, in chunks."""
+    packed = _packed_conv_weights(encoder)
+    chunks = []
+    for start in range(0, char_ids.shape[0], CONV_CHUNK_TOKENS):
+        x = char_cnn_gemm(encoder, char_ids[start : start + CONV_CHUNK_TOKENS], packed)
+        for highway in encoder.highways:
+            gate = torch.sigmoid(highway.carry(x))
+            x = torch.addcmul(x, gate, torch.relu(highway.transform(x)) - x)  # t * relu(.) + (1 - t) * x
+        chunks.append(encoder.projection(x))
+    return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
+
+
+class TokenCache:
+    """LRU cache of token-encoder outputs keyed by a token's character ids (inference only).
+
+    Holds at most ``max_size`` vectors in one preallocated-as-needed tensor, so its memory
+    is bounded (``max_size * projection_dim`` floats) whatever the input size. Cleared
+    automatically when the encoder's weights change (in-place update, reload, ``.to()``).
+    """
+
+    def __init__(self, max_size: int = 32_768) -> None:
+        self.max_size = max_size
+        self._slots: OrderedDict[bytes, int] = OrderedDict()  # key -> row of _vectors, LRU first
+        self._vectors: torch.Tensor | None = None
+        self._fingerprint: tuple | None = None
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def clear(self) -> None:
+        self._slots.clear()
+        self._vectors = None
+        self.hits = self.misses = 0
+
+    def check_weights(self, encoder: TokenEncoder) -> None:
+        fingerprint = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in encoder.parameters())
+        if fingerprint != self._fingerprint:
+            self.clear()
+            self._fingerprint = fingerprint
+
+    def lookup(self, keys: list[bytes]) -> list[int]:
+        """The cache row of each key, or -1."""
+        rows = []
+        for key in keys:
+            row = self._slots.get(key)
+            if row is None:
+                rows.append(-1)
+                self.misses += 1
+            else:
+                self._slots.move_to_end(key)
+                rows.append(row)
+                self.hits += 1
+        return rows
+
+    def gather(self, rows: list[int]) -> torch.Tensor:
+        return self._vectors[torch.tensor(rows, device=self._vectors.device)]
+
+    def store(self, keys: list[bytes], vectors: torch.Tensor) -> None:
+        if self.max_size <= 0:
+            return
+        keys, vectors = keys[-self.max_size :], vectors[-self.max_size :]
+        if self._vectors is None or self._vectors.dtype != vectors.dtype or self._vectors.device != vectors.device:
+            self._slots.clear()
+            self._vectors = vectors.new_empty(0, vectors.shape[1])
+        rows = []
+        for key in keys:
+            if len(self._slots) < self._vectors.shape[0]:
+                row = len(self._slots)
+            elif self._vectors.shape[0] < self.max_size:  # grow geometrically up to max_size
+                grown = min(self.max_size, max(1024, 2 * self._vectors.shape[0]))
+                self._vectors = torch.cat([self._vectors, self._vectors.new_empty(grown - self._vectors.shape[0],
+                                                                                   self._vectors.shape[1])])
+                row = len(self._slots)
+            else:
+                _, row = self._slots.popitem(last=False)  # evict the least recently used
+            self._slots[key] = row
+            rows.append(row)
+        self._vectors[torch.tensor(rows, device=vectors.device)] = vectors
+
+
+def encode_tokens(encoder: TokenEncoder, char_ids: torch.Tensor, cache: TokenCache | None = None) -> torch.Tensor:
+    """Token vectors for ``(N, C)`` character-id rows, computing each distinct row once (inference only)."""
+    if char_ids.shape[0] == 0:
+        return encoder(char_ids)
+    unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
+    if cache is None:
+        return encode_tokens_gemm(encoder, unique)[inverse]
+    cache.check_weights(encoder)
+    keys = [row.tobytes() for row in unique.to(torch.int16).cpu().numpy()]
+    rows = cache.lookup(keys)
+    vectors = torch.empty(len(keys), encoder.projection.out_features, dtype=encoder.projection.weight.dtype,
+                          device=char_ids.device)
+    present = [k for k, row in enumerate(rows) if row >= 0]
+    if present:
+        vectors[torch.tensor(present, device=char_ids.device)] = cache.gather([rows[k] for k in present])
+    missing = [k for k, row in enumerate(rows) if row < 0]
+    if missing:
+        index = torch.tensor(missing, device=char_ids.device)
+        computed = encode_tokens_gemm(encoder, unique[index])
+        vectors[index] = computed
+        cache.store([keys[k] for k in missing], computed)
+    return vectors[inverse]
+
+
+# -- packed sequences ---------------------------------------------------------------------
+class PackedBatch:
+    """Index bookkeeping for running rows of different lengths without padding.
+
+    Rows are sorted by descending length; step ``t`` runs the first ``batch_sizes[t]``
+    sorted rows, stored at packed rows ``offsets[t] : offsets[t] + batch_sizes[t]``.
+    ``forward_src[k]`` / ``backward_src[k]`` is the flat ``row * T + position`` index (in
+    the caller's row order) that packed row ``k`` reads in the forward / backward direction.
+    """
+
+    def __init__(self, lengths: torch.Tensor, steps: int) -> None:
+        device = lengths.device
+        self.order = torch.argsort(lengths, descending=True, stable=True)
+        self.restore = torch.argsort(self.order)
+        sorted_lengths = lengths[self.order]
+        longest = int(sorted_lengths[0])
+        sizes = (sorted_lengths[None, :] > torch.arange(longest, device=device)[:, None]).sum(-1)
+        self.batch_sizes: list[int] = sizes.tolist()
+        self.offsets: list[int] = [0] + torch.cumsum(sizes, 0).tolist()
+        step = torch.repeat_interleave(torch.arange(longest, device=device), sizes)
+        sorted_row = torch.arange(len(step), device=device) - torch.tensor(self.offsets[:-1], device=device)[step]
+        row = self.order[sorted_row]
+        self.forward_src = row * steps + step
+        self.backward_src = row * steps + sorted_lengths[sorted_row] - 1 - step
+
+    @property
+    def n_packed(self) -> int:
+        return self.offsets[-1]
+
+
+# -- LSTM ---------------------------------------------------------------------------------
+def lstm_cell_update(gates: torch.Tensor, c: torch.Tensor, dim: int, cell_clip: float | None) -> torch.Tensor:
+    """Gate nonlinearities and the cell update, in place: ``c`` becomes the new cell, returns
+    ``sigmoid(o) * tanh(c)`` (before the projection). ``gates`` holds ``[i, j, f + 1, o]`` pre-activations."""
+    cell_input = torch.tanh(gates[..., dim : 2 * dim])
+    torch.sigmoid(gates, out=gates)  # i, f, o (j's sigmoid is unused)
+    c.mul_(gates[..., 2 * dim : 3 * dim]).addcmul_(gates[..., :dim], cell_input)
+    if cell_clip is not None:
+        c.clamp_(-cell_clip, cell_clip)
+    return torch.tanh(c).mul_(gates[..., 3 * dim :])
+
+
+def _input_gate_bias(layer: LstmWithProjection) -> torch.Tensor:
+    bias = layer.input_gates.bias.clone()
+    bias[2 * layer.dim : 3 * layer.dim] += FORGET_BIAS  # folded in once instead of every step
+    return bias
+
+
+def run_lstm_layer_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed: PackedBatch,
+                        h: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """Run the forward and backward layer of one level together over packed ``inputs (2, n_packed, in)``.
+
+    ``h (2, B, P)`` and ``c (2, B, H)`` (sorted row order) are updated in place and end as
+    each row's final state. Returns the packed outputs ``(2, n_packed, P)``. The matrix
+    products run per direction (on the modules' own weights, no copies); the gate
+    nonlinearities run once over both directions.
+    """
+    layer = pair[0]
+    dim, cell_clip, proj_clip = layer.dim, layer.cell_clip, layer.proj_clip
+    biases = [_input_gate_bias(lay) for lay in pair]
+    outputs = inputs.new_empty(2, packed.n_packed, layer.projection_dim)
+    offsets, sizes = packed.offsets, packed.batch_sizes
+    t0 = 0
+    while t0 < len(sizes):
+        t1 = t0 + 1  # a block of steps whose input-to-gate products are computed in one product
+        while t1 < len(sizes) and offsets[t1 + 1] - offsets[t0] <= INPUT_GATE_CHUNK_ROWS:
+            t1 += 1
+        base = offsets[t0]
+        gates_block = inputs.new_empty(2, offsets[t1] - base, 4 * dim)
+        for d, lay in enumerate(pair):
+            torch.addmm(biases[d], inputs[d, base : offsets[t1]], lay.input_gates.weight.t(), out=gates_block[d])
+        for t in range(t0, t1):
+            n, start = sizes[t], offsets[t] - base
+            gates = gates_block[:, start : start + n]  # (2, n, 4H)
+            for d, lay in enumerate(pair):
+                gates[d].addmm_(h[d, :n], lay.state_gates.weight.t())
+            hidden = lstm_cell_update(gates, c[:, :n], dim, cell_clip)
+            h_t = outputs[:, offsets[t] : offsets[t] + n]
+            for d, lay in enumerate(pair):
+                torch.mm(hidden[d], lay.projection.weight.t(), out=h_t[d])
+            if proj_clip is not None:
+                h_t.clamp_(-proj_clip, proj_clip)
+            h[:, :n] = h_t
+        t0 = t1
+    return outputs
+
+
+# -- the whole biLM -----------------------------------------------------------------------
+def bilm_layers_inference(model, char_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """``BiLM`` layers ``(num_layers, B, T, 2P)`` for boundary-wrapped ``char_ids (B, T, C)`` (no autograd).
+
+    Equal to the plain path of ``BiLM.forward`` within float rounding; handles the
+    stateful mode through the model's ``_initial_states`` / ``_store_states``.
+    """
+    batch, steps, n_chars = char_ids.shape
+    config = model.config.lstm
+    proj = config.projection_dim
+    packed = PackedBatch(lengths, steps)
+    flat_ids = char_ids.reshape(batch * steps, n_chars)
+
+    tokens = encode_tokens(model.token_encoder, flat_ids[packed.forward_src], model.token_cache)  # (n_packed, P)
+    position = torch.empty(batch * steps, dtype=torch.long, device=char_ids.device)
+    position[packed.forward_src] = torch.arange(packed.n_packed, device=char_ids.device)
+    x = torch.stack([tokens, tokens[position[packed.backward_src]]])  # (2, n_packed, P)
+
+    layers = tokens.new_zeros(config.n_layers + 1, batch * steps, 2 * proj)
+    layers[0, packed.forward_src, :proj] = tokens
+    layers[0, packed.forward_src, proj:] = tokens
+
+    h0, c0 = model._initial_states(batch, tokens)
+    h_final, c_final = torch.zeros_like(h0), torch.zeros_like(c0)
+    for l in range(config.n_layers):
+        pair = [model.directions[0][l], model.directions[1][l]]
+        h, c = h0[:, l][:, packed.order].contiguous(), c0[:, l][:, packed.order].contiguous()
+        out = run_lstm_layer_pair(pair, x, packed, h, c)
+        h_final[:, l], c_final[:, l] = h[:, packed.restore], c[:, packed.restore]
+        if l > 0 and config.use_skip_connections:
+            out += x
+        layers[l + 1, packed.forward_src, :proj] = out[0]
+        layers[l + 1, packed.backward_src, proj:] = out[1]
+        x = out
+    if model.stateful:
+        model._store_states(h_final, c_final)
+    return layers.view(config.n_layers + 1, batch, steps, 2 * proj)

@@ -1,0 +1,258 @@
+"""Every inference fast path (pyelmo.fast, token cache, token-budget batching, background writing)
+computes the same numbers as the plain differentiable path, within 1e-5."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from pyelmo.bilm import BiLM
+from pyelmo.characters import batch_to_ids
+from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
+from pyelmo.embed import ElmoEmbedder, token_budget_batches
+from pyelmo.fast import (PackedBatch, TokenCache, char_cnn_gemm, encode_tokens, encode_tokens_gemm,
+                         run_lstm_layer_pair)
+from pyelmo.weights import load_bilm_hdf5
+
+ATOL = 1e-5
+
+
+def _config(skip: bool = True, activation: str = "relu", clip: float | None = 3.0) -> ElmoConfig:
+    return ElmoConfig(
+        char_cnn=CharCNNConfig(filters=((1, 4), (2, 8), (3, 8), (5, 16)), n_highway=2, embedding_dim=6,
+                               activation=activation),
+        lstm=LSTMConfig(dim=24, projection_dim=10, n_layers=2, cell_clip=clip, proj_clip=clip,
+                        use_skip_connections=skip),
+    )
+
+
+def _model(seed: int = 0, **kwargs) -> BiLM:
+    torch.manual_seed(seed)
+    model = BiLM(_config(**kwargs))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.4)  # large enough that the clips and all gates matter
+    return model.eval()
+
+
+def _sentences(n: int, seed: int, max_len: int = 12) -> list[list[str]]:
+    rng = random.Random(seed)
+    words = ["the", "a", "cat", "élan", "naïve", "<S>", "x" * 60, "dog", "ran", ".", ",", "日本"]
+    return [[rng.choice(words) for _ in range(rng.randint(1, max_len))] for _ in range(n)]
+
+
+def _layers(model: BiLM, ids: torch.Tensor, fast: bool, keep: bool = False, grad: bool = False) -> torch.Tensor:
+    model.use_fast_path = fast
+    try:
+        with torch.set_grad_enabled(grad):
+            return model(ids, keep_sentence_boundaries=keep).layers
+    finally:
+        model.use_fast_path = True
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"skip": False}, {"activation": "tanh"}, {"clip": None}])
+@pytest.mark.parametrize("keep", [False, True])
+def test_fast_path_equals_plain_path(kwargs, keep):
+    model = _model(**kwargs)
+    ids = batch_to_ids(_sentences(9, seed=1))
+    plain = _layers(model, ids, fast=False, keep=keep)
+    fast = _layers(model, ids, fast=True, keep=keep)
+    assert fast.shape == plain.shape
+    assert (plain - fast).abs().max() < ATOL
+    assert plain.abs().max() > 0.1  # not trivially zero
+
+
+def test_fast_path_without_grad_equals_plain_path_with_grad():
+    model = _model()
+    ids = batch_to_ids(_sentences(5, seed=2))
+    with_grad = _layers(model, ids, fast=True, grad=True)  # grad enabled: the plain path runs
+    assert with_grad.requires_grad
+    with_grad.sum().backward()
+    assert all(p.grad is not None for p in model.directions.parameters())
+    assert model.token_encoder.convolutions[0].weight.grad.abs().sum() > 0
+    fast = _layers(model, ids, fast=True)
+    assert not fast.requires_grad
+    assert (with_grad.detach() - fast).abs().max() < ATOL
+
+
+def test_training_with_dropout_takes_the_plain_path():
+    model = _model()
+    model.dropout.p = 0.5
+    model.train()
+    ids = batch_to_ids(_sentences(4, seed=3))
+    with torch.no_grad():
+        a, b = model(ids).layers, model(ids).layers
+    assert (a - b).abs().max() > 1e-3  # dropout applied: not the (dropout-free) fast path
+    model.eval()
+    with torch.no_grad():
+        assert (model(ids).layers - _layers(model, ids, fast=False)).abs().max() < ATOL
+
+
+def test_stateful_fast_path_equals_plain_path():
+    fast_model, plain_model = _model(), _model()
+    fast_model.stateful = plain_model.stateful = True
+    for i, n in enumerate([4, 6, 2, 5]):  # growing and shrinking batches: carried rows
+        ids = batch_to_ids(_sentences(n, seed=10 + i))
+        plain = _layers(plain_model, ids, fast=False)
+        fast = _layers(fast_model, ids, fast=True)
+        assert (plain - fast).abs().max() < ATOL
+    for a, b in zip(fast_model._states, plain_model._states):
+        assert (a - b).abs().max() < ATOL
+
+
+def test_fast_and_plain_paths_reproduce_reference(reference):
+    model = load_bilm_hdf5(reference.options, reference.weights)
+    batch = reference.batch(0)
+    for fast in (True, False):
+        top = _layers(model, batch_to_ids(batch), fast=fast)[-1].numpy()
+        for k, sentence in enumerate(batch):
+            np.testing.assert_allclose(top[k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
+
+
+def test_fast_path_reproduces_stateful_reference_with_token_cache(reference):
+    model = load_bilm_hdf5(reference.options, reference.weights)
+    model.stateful = True
+    model.token_cache = TokenCache(max_size=7)  # small: evictions happen
+    with torch.no_grad():
+        for i in range(10):
+            top = model(batch_to_ids(reference.batch(i))).layers[-1].numpy()
+            for k, sentence in enumerate(reference.batch(i)):
+                np.testing.assert_allclose(top[k, : len(sentence)], reference.expected(k, i), atol=ATOL, rtol=0)
+    assert model.token_cache.hits > 0 and len(model.token_cache) == 7
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_char_cnn_as_one_product_equals_convolutions(activation):
+    encoder = _model(activation=activation).token_encoder
+    ids = batch_to_ids(_sentences(6, seed=4)).reshape(-1, 50)
+    with torch.no_grad():
+        chars = encoder.char_embedding(ids).transpose(1, 2)
+        expected = torch.cat([encoder.activation(conv(chars).amax(-1)) for conv in encoder.convolutions], -1)
+        assert (char_cnn_gemm(encoder, ids) - expected).abs().max() < ATOL
+        assert (encode_tokens_gemm(encoder, ids) - encoder(ids)).abs().max() < ATOL
+
+
+def test_token_cache_equals_encoder_and_stays_bounded():
+    encoder = _model().token_encoder
+    cache = TokenCache(max_size=5)
+    with torch.no_grad():
+        for seed in range(4):
+            ids = batch_to_ids(_sentences(5, seed=seed)).reshape(-1, 50)
+            ids = ids[ids.gt(0).any(-1)]
+            assert (encode_tokens(encoder, ids, cache) - encoder(ids)).abs().max() < ATOL
+            assert (encode_tokens(encoder, ids, None) - encoder(ids)).abs().max() < ATOL
+            assert len(cache) <= 5 and cache._vectors.shape[0] <= 5
+        assert cache.hits > 0 and cache.misses > 0
+
+
+def test_token_cache_follows_weight_updates():
+    encoder = _model().token_encoder
+    cache = TokenCache()
+    ids = batch_to_ids([["a", "cat"]])[0]
+    with torch.no_grad():
+        encode_tokens(encoder, ids, cache)
+        encoder.projection.bias.add_(1.0)  # in-place update, as an optimizer step does
+        assert (encode_tokens(encoder, ids, cache) - encoder(ids)).abs().max() < ATOL
+
+
+def test_packed_batch_covers_every_position_once():
+    lengths = torch.tensor([3, 7, 1, 7, 4])
+    packed = PackedBatch(lengths, steps=7)
+    expected = sorted(r * 7 + p for r, n in enumerate(lengths.tolist()) for p in range(n))
+    assert sorted(packed.forward_src.tolist()) == expected
+    assert sorted(packed.backward_src.tolist()) == expected
+    assert packed.batch_sizes == [5, 4, 4, 3, 2, 2, 2]
+    # backward reads each row reversed within its length
+    row = packed.forward_src // 7
+    assert torch.equal(packed.backward_src // 7, row)
+    assert torch.equal(packed.forward_src % 7 + packed.backward_src % 7, lengths[row] - 1)
+
+
+def test_direction_fusion_equals_each_direction_alone():
+    model = _model()
+    lengths = torch.tensor([6, 3, 6, 1])
+    steps = 6
+    packed = PackedBatch(lengths, steps)
+    torch.manual_seed(5)
+    x = torch.randn(2, packed.n_packed, 10)
+    h0, c0 = torch.randn(2, 4, 10), torch.randn(2, 4, 24)
+    pair = [model.directions[0][0], model.directions[1][0]]
+    with torch.no_grad():
+        h, c = h0.clone(), c0.clone()
+        fused = run_lstm_layer_pair(pair, x, packed, h, c)
+        order = packed.order
+        for d in range(2):
+            dense = torch.zeros(4, steps, 10)  # sorted rows, time along dim 1
+            for t, n in enumerate(packed.batch_sizes):
+                dense[:n, t] = x[d, packed.offsets[t] : packed.offsets[t] + n]
+            out, (hd, cd) = pair[d](dense, packed.batch_sizes, (h0[d], c0[d]))
+            for t, n in enumerate(packed.batch_sizes):
+                assert (out[:n, t] - fused[d, packed.offsets[t] : packed.offsets[t] + n]).abs().max() < ATOL
+            assert (hd - h[d]).abs().max() < ATOL and (cd - c[d]).abs().max() < ATOL
+        assert order.tolist() == [0, 2, 1, 3]
+
+
+def test_token_budget_batches():
+    lengths = [1, 3, 3, 5, 8, 8, 20]
+    order = list(range(len(lengths)))
+    batches = token_budget_batches(order, lengths, batch_size=2, max_tokens=20)
+    assert [i for b in batches for i in b] == order
+    for b in batches:
+        assert len(b) == 1 or len(b) * (max(lengths[i] for i in b) + 2) <= 20
+    assert token_budget_batches(order, lengths, 3, None) == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+@pytest.mark.parametrize("stateful", [False, True])
+def test_embedder_batching_and_cache_do_not_change_vectors(stateful):
+    model = _model()
+    sentences = _sentences(40, seed=6, max_len=15) + [[]]
+    reference = ElmoEmbedder(model, batch_size=1, stateful=stateful, max_tokens=None, token_cache_size=0)
+    expected = list(reference.embed_sentences(sentences))
+    for max_tokens, cache in [(None, 0), (30, 0), (64, 4), (10_000, 1000)]:
+        embedder = ElmoEmbedder(_model(), batch_size=1 if stateful else 4, stateful=stateful,
+                                max_tokens=max_tokens, token_cache_size=cache)
+        got = list(embedder.embed_sentences(sentences))
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected):
+            assert a.shape == b.shape
+            assert np.abs(a - b).max(initial=0) < ATOL
+
+
+def test_embed_file_defaults_equal_plain_settings(tmp_path):
+    sentences = [" ".join(s) for s in _sentences(50, seed=7)]
+    sentences += sentences[:5] + ["the cat"]  # repeated sentences: sentence_to_index keeps the last index
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(sentences) + "\n")
+    fast_out, plain_out = tmp_path / "fast.hdf5", tmp_path / "plain.hdf5"
+    ElmoEmbedder(_model()).embed_file(text, fast_out)
+    plain = ElmoEmbedder(_model(), max_tokens=None, token_cache_size=0)
+    plain.model.use_fast_path = False
+    plain.embed_file(text, plain_out)
+    with h5py.File(fast_out, "r") as f, h5py.File(plain_out, "r") as g:
+        assert set(f) == set(g) == {str(i) for i in range(len(sentences))} | {"sentence_to_index"}
+        for key in f:
+            if key != "sentence_to_index":
+                assert np.abs(f[key][...] - g[key][...]).max(initial=0) < ATOL
+        index = f["sentence_to_index"][0]
+        index = index.decode() if isinstance(index, bytes) else index
+        expected = {}
+        for i, s in enumerate(sentences):
+            expected[s] = str(i)
+        assert index == json.dumps(expected)
+
+
+def test_embed_file_sentence_keys_keep_first(tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_text("a cat\nthe dog\na cat\n")
+    out = tmp_path / "out.hdf5"
+    count = ElmoEmbedder(_model()).embed_file(text, out, use_sentence_keys=True)
+    assert count == 2
+    with h5py.File(out, "r") as f:
+        assert set(f) == {"a cat", "the dog", "sentence_to_index"}
+        index = f["sentence_to_index"][0]
+        assert json.loads(index) == {"a cat": "0", "the dog": "1"}
