@@ -72,6 +72,7 @@ class ElmoConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise WeightFileError(f"config: {name} must be a positive integer, got {value!r}")
 
+        positive("char_cnn.max_characters_per_token", c.max_characters_per_token)  # before the widths use it
         if not c.filters:
             raise WeightFileError("config: char_cnn.filters must list at least one [width, n_maps] pair")
         for i, pair in enumerate(c.filters):
@@ -98,7 +99,7 @@ class ElmoConfig:
         positive("lstm.n_layers", lstm.n_layers)
         for name in ("cell_clip", "proj_clip"):
             value = getattr(lstm, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):  # NaN too
                 raise WeightFileError(f"config: lstm.{name} must be a positive number or null, got {value!r}")
         if not isinstance(lstm.use_skip_connections, bool):
             raise WeightFileError("config: lstm.use_skip_connections must be true or false")

@@ -116,20 +116,30 @@ def text_files(path: PathLike, split: str = "train") -> list[Path]:
 
 
 def read_lines(files: Sequence[PathLike]) -> Iterator[list[str]]:
-    """Whitespace-tokenized, non-empty lines of ``files`` in order (``DataError`` if unreadable)."""
+    """Whitespace-tokenized, non-empty lines of ``files`` in order (``DataError`` if unreadable).
+
+    Blank and whitespace-only lines are skipped; CRLF, CR and a UTF-8 BOM are accepted;
+    invalid UTF-8 raises ``DataError`` naming the file and line number.
+    """
     for f in files:
         try:
-            with open(f, encoding="utf-8") as handle:
-                for line in handle:
-                    tokens = line.split()
-                    if tokens:
-                        yield tokens
+            with open(f, "rb") as handle:
+                for number, raw in enumerate(handle, 1):
+                    try:
+                        line = raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise DataError(f"data file {f}: line {number} is not UTF-8 text "
+                                        f"({exc.reason} at byte {exc.start})") from None
+                    if number == 1:
+                        line = line.removeprefix("\ufeff")  # a UTF-8 byte-order mark is no part of a word
+                    for part in line.split("\r"):  # lone CR ends a line too, as in text mode
+                        tokens = part.split()
+                        if tokens:
+                            yield tokens
         except FileNotFoundError:
             raise DataError(f"data file not found: {f}") from None
         except IsADirectoryError:
             raise DataError(f"data file is a directory: {f}") from None
-        except UnicodeDecodeError as exc:
-            raise DataError(f"data file {f} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except OSError as exc:
             raise DataError(f"cannot read data file {f}: {exc.strerror or exc}") from None
 

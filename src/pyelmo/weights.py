@@ -118,10 +118,13 @@ def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike) -> BiLM:
         raise WeightFileError(f"weight file {weight_file} is not a readable HDF5 file ({exc})") from None
     with handle, torch.no_grad():
         for name, target, how in _hdf5_layout(model):
-            if name not in handle or not isinstance(handle[name], h5py.Dataset):
+            try:  # a corrupt file fails here, inside h5py's structure reads, with RuntimeError or OSError
+                dataset = handle[name] if name in handle else None
+            except (OSError, RuntimeError, KeyError, ValueError) as exc:
+                raise WeightFileError(f"weight file {weight_file} is corrupt: cannot read {name!r} ({exc})") from None
+            if not isinstance(dataset, h5py.Dataset):
                 raise WeightFileError(f"weight file {weight_file} has no dataset {name!r}")
             expected = _to_file_layout(target, how).shape
-            dataset = handle[name]
             if dataset.shape != expected:
                 raise WeightFileError(
                     f"weight file {weight_file}: dataset {name!r} has shape {dataset.shape}, "
@@ -129,7 +132,7 @@ def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike) -> BiLM:
                 )
             try:
                 array = np.asarray(dataset[...], dtype=np.float32)
-            except (OSError, ValueError) as exc:
+            except (OSError, RuntimeError, ValueError) as exc:
                 raise WeightFileError(f"weight file {weight_file}: dataset {name!r} is unreadable ({exc})") from None
             if not np.isfinite(array).all():
                 raise WeightFileError(f"weight file {weight_file}: dataset {name!r} holds NaN or infinite values")

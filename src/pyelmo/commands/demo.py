@@ -38,12 +38,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_demo(args: argparse.Namespace) -> int:
     from pyelmo.demo import SEED_PAIRS, format_table, plot_bank, similarity_rows
 
+    if args.plot:
+        _check_plot_path(args.plot)  # before the model is loaded and the table computed
     embedder = load_embedder(args)
     rows = [row for word, sentences in SEED_PAIRS for row in similarity_rows(embedder, word, sentences)]
     print(format_table(rows))
     if args.plot:
         print(f"wrote {plot_bank(embedder, args.plot)}")
     return 0
+
+
+def _check_plot_path(plot: str) -> None:
+    """The figure is replaced if it exists; its folder must exist and it must not be a folder."""
+    from pathlib import Path
+
+    from pyelmo.errors import InputError
+
+    path = Path(plot)
+    if path.is_dir():
+        raise InputError(f"--plot is a directory, expected a PNG file path: {path}")
+    if not path.parent.is_dir():
+        raise InputError(f"--plot folder does not exist: {path.parent}")
 
 
 def run_similarity(args: argparse.Namespace) -> int:

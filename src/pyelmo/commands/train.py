@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 EPILOG = """\
@@ -43,6 +44,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--valid", nargs="+", metavar="FILE", help="validation text files (or directories)")
     p.add_argument("--out", required=True, help="output directory (checkpoint, metrics, model/)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh in an --out that holds an earlier run (its checkpoint is replaced)")
     p.add_argument("--init-from", metavar="MODEL_DIR", help="start from a trained model (its vocabulary too)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. lstm.dim=512 (repeatable)")
@@ -75,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
             base = json.loads(run_file.read_text(encoding="utf-8"))["config"]
     elif args.config is None and not overrides:
         raise ConfigError("give --config FILE (see configs/) or --set fields")
+    elif (out / RUN_NAME).exists() and not args.overwrite and os.environ.get("RANK", "0") == "0":
+        raise ConfigError(f"{out} holds an earlier run: continue it with --resume, or replace it with --overwrite")
     config = load_config(args.config, overrides, base=base)
     data = None
     if args.data or args.train:

@@ -14,18 +14,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("out", help="output file, or a directory to hold vocab.txt")
     b.add_argument("--max-size", type=int, default=None, help="keep at most N words (with <S>, </S>, <UNK>)")
     b.add_argument("--min-count", type=int, default=1, help="drop words seen fewer than N times")
+    b.add_argument("--overwrite", action="store_true", help="replace the output file if it exists")
     b.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pyelmo.errors import InputError
     from pyelmo.vocab import VOCAB_NAME, text_files, vocab_from_files
 
+    out = Path(args.out)
+    into_dir = out.is_dir() or args.out.endswith(("/", "\\"))
+    target = out / VOCAB_NAME if into_dir else out
+    if target.exists() and not args.overwrite:
+        raise InputError(f"output file exists: {target} (use --overwrite to replace it)")
     files = text_files(args.data, "train")
     vocab = vocab_from_files(files, max_size=args.max_size, min_count=args.min_count)
-    out = Path(args.out)
-    if out.is_dir() or args.out.endswith(("/", "\\")):
+    if into_dir:
         out.mkdir(parents=True, exist_ok=True)
-        out = out / VOCAB_NAME
+        out = target
     path = vocab.save(out)
     print(f"{len(vocab)} words from {len(files)} file(s) -> {path}")
     return 0

@@ -104,6 +104,28 @@ def load_checkpoint(path: PathLike) -> dict[str, Any]:
         raise CheckpointError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
 
 
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Delete ``.NAME.PID.tmp`` files (see ``atomic_path``) in ``directory`` whose writer process is gone.
+
+    A run killed (e.g. SIGKILL) while writing leaves such a file; it is never read.
+    """
+    removed = []
+    for tmp in directory.glob(".*.tmp") if directory.is_dir() else ():
+        pid = tmp.name.rsplit(".", 2)[-2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
 def _copy_dir_atomic(src: Path, dst: Path) -> None:
     dst.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
@@ -111,6 +133,15 @@ def _copy_dir_atomic(src: Path, dst: Path) -> None:
             tmp = atomic_path(dst / f.name)
             shutil.copyfile(f, tmp)
             os.replace(tmp, dst / f.name)
+
+
+def _metrics_record_step(line: str) -> float:
+    """The step of a metrics.jsonl line; infinity (dropped on resume) for a blank or cut-off line."""
+    try:
+        record = json.loads(line)
+        return float(record.get("step", 0)) if isinstance(record, dict) else math.inf
+    except ValueError:
+        return math.inf  # the last line of a run killed while appending
 
 
 @dataclass
@@ -164,6 +195,9 @@ class Trainer:
         self.progress = progress
         self.dist = setup_distributed(config.train.device)
         self.checkpoint: dict[str, Any] | None = None
+        if self.dist.main:
+            for folder in (self.out, self.out / "model", self.out / "best"):
+                remove_stale_temporaries(folder)
         if resume:
             self.checkpoint = load_checkpoint(self.out / CHECKPOINT_NAME)
             run = self._read_run()
@@ -250,8 +284,10 @@ class Trainer:
         run = {"config": self.config.to_dict(), "train_files": self.data.train, "valid_files": self.data.valid,
                "init_from": self.init_from, "model_options": self.model.bilm.config.to_options(),
                "world_size": self.dist.world}
-        write_text_atomic(self.out / RUN_NAME, json.dumps(run, indent=2) + "\n")
         write_text_atomic(self.out / METRICS_NAME, "")
+        # a step-0 checkpoint before run.json: a run that has a run.json can always be resumed
+        _torch_save_atomic(self.state_dict(), self.out / CHECKPOINT_NAME)
+        write_text_atomic(self.out / RUN_NAME, json.dumps(run, indent=2) + "\n")
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
         try:
@@ -267,7 +303,7 @@ class Trainer:
         if self.dist.main:  # drop metrics logged after the checkpoint
             path = self.out / METRICS_NAME
             lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-            kept = [l for l in lines if l.strip() and json.loads(l).get("step", 0) <= self.step]
+            kept = [l for l in lines if _metrics_record_step(l) <= self.step]
             write_text_atomic(path, "".join(l + "\n" for l in kept))
 
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""SIGKILL during `pyelmo train` and `pyelmo embed`: nothing is lost, nothing half-written is left.
+
+Training: a tiny run is killed at seeded points (a delay after start, or when metrics.jsonl reaches a
+chosen step); the checkpoint left must load with ``weights_only=True``; ``--resume`` (or, killed before
+run.json existed, a fresh start) must end with weights equal to an uninterrupted run, and no
+temporary file may remain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyelmo.cli import main
+from pyelmo.training.trainer import train
+from pyelmo.weights import load_native_tensors
+
+CONFIG = {
+    "char_cnn": {"filters": [[1, 8], [2, 8]], "n_highway": 1, "embedding_dim": 8},
+    "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2},
+    "vocab": {"max_size": 100},
+    "data": {"batch_tokens": 120, "max_length": 12},
+    "softmax": {"negatives": 8},
+    "train": {"max_steps": 8, "eval_every": 4, "checkpoint_every": 1, "log_every": 1, "threads": 1},
+}
+TEXT = "the cat sees the dog .\nthe big dog likes the old cat .\na bird finds a fish .\nthe cow eats .\n" * 12
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+KILLS = 5
+SEED = 20240607
+
+
+def _leftover_temporaries(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.name.endswith(".tmp") or ".tmp." in p.name]
+
+
+def _metric_steps(out: Path) -> int:
+    path = out / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if '"loss"' in line)
+
+
+def _kill_train(cmd: list[str], out: Path, kind: str, value: float) -> tuple[int, str]:
+    """Start training, SIGKILL it at the chosen point; returns (pid, what happened)."""
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    start = time.monotonic()
+    try:
+        while proc.poll() is None:
+            if kind == "delay" and time.monotonic() - start >= value:
+                break
+            if kind == "step" and _metric_steps(out) >= value:
+                break
+            if time.monotonic() - start > 120:
+                raise AssertionError("training did not reach the kill point in 120 s")
+            time.sleep(0.005)
+        finished = proc.poll() is not None
+        if not finished:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = proc.stderr.read().decode(errors="replace")
+    if finished:
+        raise AssertionError(f"training finished before the kill point ({kind} {value}): {err[-500:]}")
+    return proc.pid, err
+
+
+@pytest.mark.slow
+def test_sigkill_training_then_resume_equals_uninterrupted(tmp_path, capsys):
+    (tmp_path / "train.txt").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
+    reference = train(json.loads(json.dumps(CONFIG)), tmp_path / "reference", train_files=[tmp_path / "train.txt"],
+                      progress=False)
+    expected = load_native_tensors(reference.model_dir)
+
+    rng = random.Random(SEED)
+    # seeded kill points: one early delay (may hit before the first checkpoint or before run.json),
+    # then metrics steps spread over the run
+    points = [("delay", round(rng.uniform(0.5, 2.5), 2))] + [
+        ("step", k) for k in sorted(rng.sample(range(1, CONFIG["train"]["max_steps"]), KILLS - 1))]
+    results = []
+    for i, (kind, value) in enumerate(points):
+        out = tmp_path / f"killed-{i}"
+        cmd = [sys.executable, "-m", "pyelmo", "train", "--config", str(tmp_path / "config.json"),
+               "--train", str(tmp_path / "train.txt"), "--out", str(out), "--no-progress"]
+        pid, _ = _kill_train(cmd, out, kind, value)
+        checkpoint_step = None
+        if (out / "run.json").exists():
+            # invariant: a run with run.json always has a loadable checkpoint
+            ckpt = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
+            checkpoint_step = int(ckpt["step"])
+            if i == len(points) - 1:
+                # what SIGKILL can also leave: a half-written checkpoint temp file and a cut-off metrics line
+                (out / f".checkpoint.pt.{pid}.tmp").write_bytes(b"PK\x03\x04 half a checkpoint")
+                with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
+                    f.write('{"step": 99, "lo')
+            assert main(["train", "--out", str(out), "--resume", "--no-progress"]) == 0
+            how = "resumed"
+        else:
+            assert main(cmd[3:]) == 0  # nothing to resume: start again (no --overwrite needed)
+            how = "restarted"
+        capsys.readouterr()
+        got = load_native_tensors(out / "model")
+        assert got.keys() == expected.keys()
+        worst = max(float((got[k] - expected[k]).abs().max()) for k in expected)
+        assert worst <= 1e-6, (kind, value, worst)
+        assert _leftover_temporaries(out) == []
+        steps = [json.loads(l)["step"] for l in (out / "metrics.jsonl").read_text().splitlines()]
+        assert steps == [json.loads(l)["step"] for l in (reference.out_dir / "metrics.jsonl").read_text().splitlines()]
+        results.append((kind, value, checkpoint_step, how, worst))
+    print("kills:", results)
+    assert sum(1 for r in results if r[3] == "resumed") >= KILLS - 1
+
+
+@pytest.mark.slow
+def test_sigkill_embed_leaves_no_output(tmp_path, allennlp_reference):
+    line = "the quick brown fox jumps over the lazy dog near the river bank .\n"
+    (tmp_path / "in.txt").write_text(line * 40_000, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = [sys.executable, "-m", "pyelmo", "embed", str(tmp_path / "in.txt"), str(out / "vectors.h5"), "--no-progress",
+           "--options-file", str(allennlp_reference.options), "--weight-file", str(allennlp_reference.weights)]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    start = time.monotonic()
+    try:
+        while proc.poll() is None:
+            tmp = [p for p in out.iterdir() if p.name.endswith(".tmp") and p.stat().st_size > 200_000]
+            if tmp or time.monotonic() - start > 120:
+                break
+            time.sleep(0.01)
+        assert proc.poll() is None, "embed finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "vectors.h5").exists()
+    names = sorted(p.name for p in out.iterdir())
+    assert names, "the temporary file was expected to be left by SIGKILL"
+    assert all(re.fullmatch(rf"\.vectors\.h5\.{proc.pid}\.(index\.)?tmp", n) for n in names), names
+    # a later run writes the output normally beside the stale temporaries
+    (tmp_path / "small.txt").write_text(line * 3, encoding="utf-8")
+    assert main(["embed", str(tmp_path / "small.txt"), *cmd[5:]]) == 0
+    assert (out / "vectors.h5").exists()
