@@ -106,7 +106,7 @@ def plot_bank(embedder, path: str | os.PathLike) -> Path:
             chosen = [i for i, lab in enumerate(labels) if lab == sense]
             ax.scatter(points[chosen, 0], points[chosen, 1], c=colours.get(sense), label=sense, s=40, alpha=0.8)
         ax.set_title(f'"bank" in {len(labels)} contexts, PCA of layer {layer}'
-                     + (" (context-independent)" if layer == 0 else ""))
+                     + ("\n(context-independent: all contexts one point)" if layer == 0 else ""))
         ax.legend()
     fig.tight_layout()
     path = Path(path)
@@ -121,9 +121,9 @@ def plot_bank(embedder, path: str | os.PathLike) -> Path:
 
 
 def _pca2(x: np.ndarray) -> np.ndarray:
-    """First two principal components (zeros when the points do not vary)."""
+    """First two principal components (zeros when the points do not vary beyond float noise)."""
     centred = x - x.mean(axis=0)
-    if np.abs(centred).max() < 1e-9:
+    if np.abs(centred).max() <= 1e-5 * max(float(np.abs(x).max()), 1e-12):
         return np.zeros((len(x), 2))
     u, s, _ = np.linalg.svd(centred, full_matrices=False)
     out = u[:, :2] * s[:2]
