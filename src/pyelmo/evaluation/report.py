@@ -77,7 +77,7 @@ def _wsd_md(r: dict) -> list[str]:
     pos_names = list(r["methods"]["first_sense"]["per_pos"])
     lines = ["## Word sense disambiguation (WordNet 3.0 examples, 1-nearest-neighbour)", "",
              f"Contexts: {d['contexts']['train']} train / {d['contexts']['dev']} dev / {d['contexts']['test']} test "
-             f"over {d['lemmas']} lemmas; {d['test_lemmas_seen_in_train']} of {d['test_lemmas']} test lemmas have "
+             f"over {d['lemmas']} lemma/POS pairs; {d['test_lemmas_seen_in_train']} of {d['test_lemmas']} test lemmas have "
              "train contexts (the others fall back to the first sense); "
              f"{d['test_contexts_with_sense_in_train']} test contexts have a sense with train contexts (the "
              "ceiling of 1-NN outside fallbacks; column 'seen senses'). Split: " + d["split"] + ".", "",
