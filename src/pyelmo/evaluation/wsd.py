@@ -24,7 +24,7 @@ import warnings
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -70,7 +70,12 @@ def prepare_wordnet_dir(source: str | os.PathLike, work_dir: str | os.PathLike) 
     """A folder NLTK's ``WordNetCorpusReader`` can read: copies of the database files of
     ``source`` plus a ``lexnames`` file when the source lacks one."""
     src = wordnet_dir(source)
-    key = hashlib.sha1(str(src.resolve()).encode()).hexdigest()[:12]
+    h = hashlib.sha1(str(src.resolve()).encode())
+    for name in _WN_FILES:  # a changed source gets a fresh copy
+        if (src / name).exists():
+            st = (src / name).stat()
+            h.update(f"{name}:{st.st_size}:{int(st.st_mtime)}".encode())
+    key = h.hexdigest()[:12]
     dest = Path(work_dir) / f"wordnet-nltk-{key}"
     marker = dest / ".complete"
     if marker.exists():
