@@ -256,3 +256,28 @@ def test_embed_file_sentence_keys_keep_first(tmp_path):
         assert set(f) == {"a cat", "the dog", "sentence_to_index"}
         index = f["sentence_to_index"][0]
         assert json.loads(index) == {"a cat": "0", "the dog": "1"}
+
+
+def test_shards_merge_to_the_unsharded_file(tmp_path):
+    from pyelmo.cli import main
+    from pyelmo.embed import merge_shards
+    from pyelmo.weights import save_bilm_hdf5
+
+    sentences = [" ".join(s) for s in _sentences(21, seed=8)] + ["a cat", "the dog", "a cat"]
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(sentences) + "\n")
+    save_bilm_hdf5(_model(), tmp_path / "options.json", tmp_path / "weights.hdf5")
+    model_args = ["--options-file", str(tmp_path / "options.json"), "--weight-file", str(tmp_path / "weights.hdf5")]
+    assert main(["embed", str(text), str(tmp_path / "full.hdf5"), "--no-progress", *model_args]) == 0
+    for rank in range(3):
+        assert main(["embed", str(text), str(tmp_path / "part{rank}.hdf5"), "--shard", f"{rank}/3",
+                     "--no-progress", *model_args]) == 0
+    assert merge_shards([tmp_path / f"part{r}.hdf5" for r in range(3)], tmp_path / "merged.hdf5") == len(sentences)
+    with h5py.File(tmp_path / "full.hdf5", "r") as f, h5py.File(tmp_path / "merged.hdf5", "r") as g:
+        assert set(f) == set(g)
+        for key in f:
+            if key != "sentence_to_index":
+                assert np.abs(f[key][...] - g[key][...]).max(initial=0) < ATOL
+        assert json.loads(f["sentence_to_index"][0]) == json.loads(g["sentence_to_index"][0])
+    with h5py.File(tmp_path / "part1.hdf5", "r") as f:
+        assert set(f) == {str(i) for i in range(1, len(sentences), 3)} | {"sentence_to_index"}

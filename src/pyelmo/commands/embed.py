@@ -58,6 +58,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                              "the vectors do not depend on it")
     parser.add_argument("--token-cache-size", type=int, default=DEFAULT_TOKEN_CACHE_SIZE, metavar="N",
                         help=f"keep N token-encoder outputs across batches (0: off; default {DEFAULT_TOKEN_CACHE_SIZE})")
+    parser.add_argument("--shard", metavar="I/N",
+                        help="embed only lines whose index is I modulo N (keys stay the line indexes); 'env' "
+                             "takes I and N from torchrun's RANK and WORLD_SIZE; '{rank}' in OUTPUT is replaced "
+                             "by I. Join the shard files with pyelmo.embed.merge_shards")
     parser.add_argument("--threads", type=int, default=None, metavar="N",
                         help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--stateful", action="store_true",
@@ -75,9 +79,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run, output_format="all")
 
 
+def parse_shard(value: str | None) -> tuple[int, int] | None:
+    """``I/N`` or ``env`` (torchrun's ``RANK``/``WORLD_SIZE``) -> ``(I, N)``."""
+    import os
+
+    from pyelmo.errors import InputError
+
+    if value is None:
+        return None
+    if value == "env":
+        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            raise InputError("--shard env needs RANK and WORLD_SIZE (run it under torchrun)")
+        value = f"{os.environ['RANK']}/{os.environ['WORLD_SIZE']}"
+    try:
+        index, count = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise InputError(f"--shard must be I/N or env, got {value!r}") from None
+    if not 0 <= index < count:
+        raise InputError(f"--shard I/N needs 0 <= I < N, got {value!r}")
+    return index, count
+
+
 def run(args: argparse.Namespace) -> int:
     from pyelmo.embed import ElmoEmbedder, _check_output_path
 
+    shard = parse_shard(args.shard)
+    if shard is not None:
+        args.output = args.output.replace("{rank}", str(shard[0]))
     _check_output_path(args.output, args.overwrite)  # fail before loading the model
     if args.threads is not None:
         import torch
@@ -90,6 +118,6 @@ def run(args: argparse.Namespace) -> int:
     count = embedder.embed_file(args.input, args.output, output_format=args.output_format,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
                                 skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,
-                                progress=not args.no_progress)
+                                progress=not args.no_progress, shard=shard)
     print(f"wrote {count} sentences to {args.output}")
     return 0
