@@ -585,16 +585,12 @@ def test_unreadable_file(ctx, capsys, what):
         path.chmod(0o644)
 
 
-# -- bugs in code owned by others (xfail until fixed there) ----------------------------------------
-@pytest.mark.xfail(reason="commands/embed.py: --threads 0 reaches torch.set_num_threads -> RuntimeError traceback",
-                   strict=True, raises=RuntimeError)
+# -- embed's --threads and --device ---------------------------------------------------------------
 def test_embed_threads_0_is_a_one_line_error(ctx, capsys):
     rc, _, err = run_cli(embed(ctx, "a\n", "--threads", "0"), capsys)
     assert rc == 1 and "threads" in err
 
 
-@pytest.mark.xfail(reason="embed.py ElmoEmbedder: an unknown --device raises RuntimeError (traceback), "
-                          "not InputError", strict=True, raises=RuntimeError)
 def test_embed_unknown_device_is_a_one_line_error(ctx, capsys):
     rc, _, err = run_cli(embed(ctx, "a\n", "--device", "nosuchdevice"), capsys)
     assert rc == 1 and "device" in err

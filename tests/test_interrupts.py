@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import h5py
+import numpy as np
 import pytest
 import torch
 
@@ -125,19 +127,19 @@ def test_sigkill_training_then_resume_equals_uninterrupted(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_sigkill_embed_leaves_no_output(tmp_path, allennlp_reference):
-    line = "the quick brown fox jumps over the lazy dog near the river bank .\n"
-    (tmp_path / "in.txt").write_text(line * 40_000, encoding="utf-8")
+def test_sigkill_embed_leaves_no_output_and_resume_finishes_it(tmp_path, allennlp_reference):
+    lines = [f"the quick brown fox {i} jumps over the lazy dog near the river bank .\n" for i in range(3 * 4096 + 500)]
+    (tmp_path / "in.txt").write_text("".join(lines), encoding="utf-8")
     out = tmp_path / "out"
     out.mkdir()
+    parts = out / ".vectors.h5.parts"
     cmd = [sys.executable, "-m", "pyelmo", "embed", str(tmp_path / "in.txt"), str(out / "vectors.h5"), "--no-progress",
            "--options-file", str(allennlp_reference.options), "--weight-file", str(allennlp_reference.weights)]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     start = time.monotonic()
     try:
-        while proc.poll() is None:
-            tmp = [p for p in out.iterdir() if p.name.endswith(".tmp") and p.stat().st_size > 200_000]
-            if tmp or time.monotonic() - start > 120:
+        while proc.poll() is None:  # kill once the first segment is finished
+            if list(parts.glob("part-*.h5")) or time.monotonic() - start > 120:
                 break
             time.sleep(0.01)
         assert proc.poll() is None, "embed finished before it could be killed"
@@ -149,10 +151,35 @@ def test_sigkill_embed_leaves_no_output(tmp_path, allennlp_reference):
             proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "vectors.h5").exists()
-    names = sorted(p.name for p in out.iterdir())
-    assert names, "the temporary file was expected to be left by SIGKILL"
-    assert all(re.fullmatch(rf"\.vectors\.h5\.{proc.pid}\.(index\.)?tmp", n) for n in names), names
-    # a later run writes the output normally beside the stale temporaries
-    (tmp_path / "small.txt").write_text(line * 3, encoding="utf-8")
-    assert main(["embed", str(tmp_path / "small.txt"), *cmd[5:]]) == 0
-    assert (out / "vectors.h5").exists()
+    assert sorted(p.name for p in out.iterdir()) == [parts.name]  # only the recognisably partial work
+    finished = {p.name: p.stat().st_mtime_ns for p in parts.glob("part-*.h5")}
+    assert finished
+
+    # --resume keeps the finished segments (not recomputed) and completes the file
+    assert main(["embed", *cmd[4:], "--resume"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["vectors.h5"]
+    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.weights import load_bilm_hdf5
+
+    embedder = ElmoEmbedder(load_bilm_hdf5(allennlp_reference.options, allennlp_reference.weights))
+    with h5py.File(out / "vectors.h5", "r") as f:
+        assert len(f) == len(lines) + 1
+        for i in (0, 4095, 4096, len(lines) - 1):
+            np.testing.assert_allclose(f[str(i)][...], embedder.embed_sentence(lines[i].split()), atol=1e-5)
+        assert len(json.loads(f["sentence_to_index"][0])) == len(lines)
+
+
+def test_embed_resume_refuses_other_settings_and_missing_run(tmp_path, allennlp_reference, capsys):
+    (tmp_path / "in.txt").write_text("a b\nc d\n", encoding="utf-8")
+    args = ["embed", str(tmp_path / "in.txt"), str(tmp_path / "o.h5"), "--no-progress",
+            "--options-file", str(allennlp_reference.options), "--weight-file", str(allennlp_reference.weights)]
+    assert main([*args, "--resume"]) == 1
+    assert "nothing to resume" in capsys.readouterr().err
+    parts = tmp_path / ".o.h5.parts"
+    parts.mkdir()
+    (parts / "run.json").write_text('{"input": "something else"}')
+    assert main([*args, "--resume"]) == 1
+    assert "another input" in capsys.readouterr().err
+    assert main([*args, "--resume", "--stateful"]) == 1
+    assert main(args) == 0  # without --resume: starts over
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "o.h5"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Sequence
@@ -18,7 +19,8 @@ import torch
 
 from pyelmo.bilm import BiLM
 from pyelmo.characters import batch_to_ids
-from pyelmo.errors import InputError
+from pyelmo.errors import InputError, PyelmoError
+from pyelmo.weights import write_text_atomic
 
 OUTPUT_FORMATS = ("all", "top", "average")
 DEFAULT_BATCH_SIZE = 64
@@ -56,13 +58,16 @@ class ElmoEmbedder:
         if max_tokens is not None and max_tokens < 1:
             raise InputError(f"max tokens must be at least 1, got {max_tokens}")
         self.model = model if isinstance(model, BiLM) else load(model, weight_file)
-        self.model.to(device).eval()
+        try:
+            self.device = torch.device(device)
+            self.model.to(self.device).eval()
+        except (RuntimeError, AssertionError) as exc:  # unknown device, or CUDA missing in this torch
+            raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
         self.model.stateful = stateful
         if token_cache_size > 0:
             self.model.token_cache = TokenCache(token_cache_size)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
-        self.device = torch.device(device)
 
     @property
     def stateful(self) -> bool:
@@ -110,11 +115,13 @@ class ElmoEmbedder:
     def embed_file(self, input_file: str | os.PathLike | BinaryIO, output_file: str | os.PathLike,
                    output_format: str = "all", batch_size: int | None = None, forget_sentences: bool = False,
                    use_sentence_keys: bool = False, skip_blank_lines: bool = False, overwrite: bool = False,
-                   progress: bool = False, shard: tuple[int, int] | None = None) -> int:
+                   progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False) -> int:
         """Embed a file of whitespace-tokenized sentences (one per line) into an HDF5 file.
 
-        Written to a temporary file and renamed at the end: an error or interruption
-        leaves no output behind. Returns the number of sentences written.
+        Work goes into ``.OUTPUT.parts/`` (one file per ``SEGMENT_LINES`` input lines, each
+        written atomically); the output appears, complete, only at the end. An input error
+        leaves nothing behind; after an interruption, ``resume=True`` continues from the
+        finished segments. Returns the number of sentences written.
 
         ``shard=(i, n)`` embeds only the lines whose index is ``i`` modulo ``n`` (keys stay
         the global line indexes), so ``n`` processes can split a corpus; ``merge_shards``
@@ -125,45 +132,77 @@ class ElmoEmbedder:
         if output_format not in OUTPUT_FORMATS:
             raise InputError(f"output format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
         output = _check_output_path(output_file, overwrite)
+        if resume and self.stateful:
+            raise InputError("--resume cannot continue a --stateful run (the carried LSTM states are not saved)")
+        if resume and (not isinstance(input_file, (str, os.PathLike)) or str(input_file) == "-"):
+            raise InputError("--resume needs an input file, not a stream")
+        settings = {"output_format": output_format, "forget_sentences": forget_sentences, "shard": shard,
+                    "use_sentence_keys": use_sentence_keys, "skip_blank_lines": skip_blank_lines}
+        parts = _Parts(output, _fingerprint(input_file, self.model, settings), resume)
         lines = read_sentences(input_file, skip_blank_lines=skip_blank_lines, progress=progress)
         if shard is not None:
             lines = _shard_lines(lines, *shard)
-        keyed = _KeyedLines(lines)
-        tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-        index_tmp = output.with_name(f".{output.name}.{os.getpid()}.index.tmp")
+        sentence_to_index = None if forget_sentences else _SentenceIndexOnDisk(parts.dir / "index.tmp")
         sentence_keys: set[str] = set()  # only with use_sentence_keys (to keep the first of repeated sentences)
         count = 0
         try:
+            for segment, numbered in enumerate(_chunks(lines, SEGMENT_LINES)):
+                kept = []  # (key, text) of the lines that get a dataset
+                for index, text in numbered:
+                    key = text if use_sentence_keys else str(index)
+                    if use_sentence_keys:
+                        if "/" in key or key == ".":
+                            raise InputError(f"line {index + 1}: a sentence with '/' cannot be an HDF5 key; "
+                                             "drop --use-sentence-keys")
+                        if key in sentence_keys:
+                            continue  # a repeated sentence: the first one is kept
+                        sentence_keys.add(key)
+                    kept.append((key, text))
+                    if sentence_to_index is not None:
+                        sentence_to_index.add(text, index)
+                if not parts.done(segment):
+                    vectors = self.embed_sentences([text.split() for _, text in kept], batch_size)
+                    parts.write(segment, ((key, _select(emb, output_format)) for (key, _), emb in zip(kept, vectors)))
+                count += len(kept)
+            tmp = parts.dir / "output.tmp"
             with h5py.File(tmp, "w") as out:
-                sentence_to_index = _SentenceIndexOnDisk(index_tmp)
-                with _BackgroundWriter(out) as writer:
-                    for emb in self.embed_sentences(keyed.tokens(), batch_size):
-                        index, text = keyed.pop()
-                        if output_format == "top":
-                            emb = emb[-1]
-                        elif output_format == "average":
-                            emb = emb.mean(axis=0)
-                        key = text if use_sentence_keys else str(index)
-                        if use_sentence_keys:
-                            if "/" in key or key == ".":
-                                raise InputError(f"line {index + 1}: a sentence with '/' cannot be an HDF5 key; "
-                                                 "drop --use-sentence-keys")
-                            if key in sentence_keys:
-                                continue  # a repeated sentence: the first one is kept
-                            sentence_keys.add(key)
-                        writer.write(key, emb.astype(np.float32, copy=False))
-                        if not forget_sentences:
-                            sentence_to_index.add(text, index)
-                        count += 1
-                if not forget_sentences:
+                parts.copy_into(out)
+                if sentence_to_index is not None:
                     dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
                     dataset[0] = sentence_to_index.json()
-                sentence_to_index.close()
             os.replace(tmp, output)
+            parts.remove()
+        except PyelmoError:
+            parts.remove()  # bad input: a resumed run would stop at the same place
+            raise
         finally:
-            tmp.unlink(missing_ok=True)
-            index_tmp.unlink(missing_ok=True)
+            if sentence_to_index is not None:
+                sentence_to_index.close()
         return count
+
+
+#: ``embed_file`` stores its work in pieces of this many input lines (the unit of --resume).
+SEGMENT_LINES = 4096
+
+
+def _select(emb: np.ndarray, output_format: str) -> np.ndarray:
+    """The stored array for one sentence: all layers, the top one, or their mean, as float32."""
+    if output_format == "top":
+        emb = emb[-1]
+    elif output_format == "average":
+        emb = emb.mean(axis=0)
+    return emb.astype(np.float32, copy=False)
+
+
+def _fingerprint(input_file, model: BiLM, settings: dict) -> dict:
+    """What must match for a resumed run to continue an earlier one."""
+    source: dict = {"stream": True}
+    if isinstance(input_file, (str, os.PathLike)) and str(input_file) != "-" and Path(input_file).is_file():
+        stat = Path(input_file).stat()
+        source = {"path": str(Path(input_file).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    with torch.no_grad():
+        sums = [round(float(t.double().sum()), 6) for t in model.state_dict().values()]
+    return {"input": source, "settings": settings, "model": {"options": model.config.to_options(), "sums": sums}}
 
 
 def _shard_lines(lines: Iterator[tuple[int, str]], index: int, count: int) -> Iterator[tuple[int, str]]:
@@ -172,47 +211,55 @@ def _shard_lines(lines: Iterator[tuple[int, str]], index: int, count: int) -> It
     return ((i, text) for i, text in lines if i % count == index)
 
 
-class _BackgroundWriter:
-    """Writes datasets into an open HDF5 file from a thread, so that writing overlaps computing.
+class _Parts:
+    """The finished segments of one ``embed_file`` run, kept in ``.OUTPUT.parts/`` for --resume."""
 
-    At most ``max_pending`` arrays wait in the queue (bounded memory). An error in the
-    thread is raised in the caller at the next ``write`` or at exit.
-    """
+    def __init__(self, output: Path, fingerprint: dict, resume: bool) -> None:
+        self.dir = output.with_name(f".{output.name}.parts")
+        manifest = self.dir / "run.json"
+        fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back from the manifest
+        if resume:
+            if not manifest.is_file():
+                raise InputError(f"nothing to resume: no interrupted run of {output} ({self.dir.name}/ is missing)")
+            try:
+                earlier = json.loads(manifest.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                earlier = None
+            if earlier != fingerprint:
+                raise InputError(f"cannot resume {output}: the interrupted run used another input, model or "
+                                 "settings (run without --resume to start over)")
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir.mkdir()
+            write_text_atomic(manifest, json.dumps(fingerprint))
+        self.completed = {int(p.stem.split("-")[1]) for p in self.dir.glob("part-*.h5")}
 
-    def __init__(self, out, max_pending: int = 256) -> None:
-        import queue
-        import threading
+    def _path(self, segment: int) -> Path:
+        return self.dir / f"part-{segment:08d}.h5"
 
-        self._out = out
-        self._queue: queue.Queue = queue.Queue(max_pending)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="pyelmo-hdf5-writer", daemon=True)
-        self._thread.start()
+    def done(self, segment: int) -> bool:
+        return segment in self.completed
 
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            if self._error is None:
-                try:
-                    self._out.create_dataset(item[0], data=item[1])
-                except BaseException as exc:  # reported in the caller's thread
-                    self._error = exc
+    def write(self, segment: int, items: Iterable[tuple[str, np.ndarray]]) -> None:
+        import h5py
 
-    def write(self, key: str, array: np.ndarray) -> None:
-        if self._error is not None:
-            raise self._error
-        self._queue.put((key, array))
+        tmp = self.dir / f"part-{segment:08d}.tmp"
+        with h5py.File(tmp, "w") as part:
+            for key, array in items:
+                part.create_dataset(key, data=array)
+        os.replace(tmp, self._path(segment))
+        self.completed.add(segment)
 
-    def __enter__(self) -> "_BackgroundWriter":
-        return self
+    def copy_into(self, out) -> None:
+        import h5py
 
-    def __exit__(self, *exc_info) -> None:
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None and exc_info[0] is None:
-            raise self._error
+        for segment in sorted(self.completed):
+            with h5py.File(self._path(segment), "r") as part:
+                for key in part:
+                    part.copy(key, out)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class _SentenceIndexOnDisk:
@@ -339,28 +386,6 @@ def token_budget_batches(order: Sequence[int], lengths: Sequence[int], batch_siz
     if current:
         batches.append(current)
     return batches
-
-
-class _KeyedLines:
-    """Feeds tokens to the embedder and hands back (line index, text) in the same order."""
-
-    def __init__(self, lines: Iterator[tuple[int, str]]) -> None:
-        self._lines = lines
-        self._pending: list[tuple[int, str]] = []
-        self._next = 0
-
-    def tokens(self) -> Iterator[list[str]]:
-        for index, text in self._lines:
-            self._pending.append((index, text))
-            yield text.split()
-
-    def pop(self) -> tuple[int, str]:
-        item = self._pending[self._next]
-        self._next += 1
-        if self._next > 4096:
-            del self._pending[: self._next]
-            self._next = 0
-        return item
 
 
 def read_sentences(source: str | os.PathLike | BinaryIO, skip_blank_lines: bool = False,

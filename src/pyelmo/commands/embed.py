@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from pyelmo.commands.common import add_model_arguments, model_source
 from pyelmo.embed import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
 
 DESCRIPTION = """\
@@ -11,29 +12,9 @@ Embed INPUT (one whitespace-tokenized sentence per line; '-' reads stdin) into O
 an HDF5 file in the layout of AllenNLP's `elmo` command: one float32 dataset per line,
 keyed by its line index ("0", "1", ...), shaped (layers, tokens, dim) with --all or
 (tokens, dim) with --top / --average, plus `sentence_to_index` (JSON) unless
---forget-sentences. The output is written to a temporary file and renamed when complete.
-Without --model or --options-file/--weight-file the shipped English model is used."""
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """--model / --options-file / --weight-file, shared by every command that loads a biLM."""
-    group = parser.add_argument_group("model (default: the shipped English model)")
-    group.add_argument("--model", metavar="DIR", help="native model directory (config.json + model.safetensors)")
-    group.add_argument("--options-file", metavar="JSON", help="released-format options file (with --weight-file)")
-    group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
-
-
-def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """(model, weight_file) arguments for ``pyelmo.models.load`` from parsed CLI flags."""
-    from pyelmo.errors import InputError
-
-    if args.model and (args.options_file or args.weight_file):
-        raise InputError("give either --model or --options-file/--weight-file, not both")
-    if bool(args.options_file) != bool(args.weight_file):
-        raise InputError("--options-file and --weight-file go together")
-    if args.options_file:
-        return args.options_file, args.weight_file
-    return args.model, None
+--forget-sentences. Work is kept in .OUTPUT.parts/ (one file per 4096 lines) and the
+output appears only when complete; after an interruption, --resume continues where the
+run stopped. Without --model or --options-file/--weight-file the shipped English model is used."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,6 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--skip-blank-lines", action="store_true",
                         help="accept blank lines (their dataset is an empty array) instead of failing")
     parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run with the same input, model and settings, "
+                             "reusing the segments it finished")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run, output_format="all")
@@ -102,6 +86,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.embed import ElmoEmbedder, _check_output_path
+    from pyelmo.errors import InputError
 
     shard = parse_shard(args.shard)
     if shard is not None:
@@ -110,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None:
         import torch
 
+        if args.threads < 1:
+            raise InputError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     model, weight_file = model_source(args)
     embedder = ElmoEmbedder(model, weight_file, batch_size=args.batch_size, stateful=args.stateful,
@@ -118,6 +105,6 @@ def run(args: argparse.Namespace) -> int:
     count = embedder.embed_file(args.input, args.output, output_format=args.output_format,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
                                 skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,
-                                progress=not args.no_progress, shard=shard)
+                                progress=not args.no_progress, shard=shard, resume=args.resume)
     print(f"wrote {count} sentences to {args.output}")
     return 0
