@@ -357,3 +357,15 @@ def test_report_flags_results_of_another_model(tmp_path):
     assert "computed with another model (old" in text and "(no Brown sentence with this word)" in text
     text = report.write_report(tmp_path, {"model fingerprint (sha1 of weights)": "a" * 40}).read_text()
     assert "another model" not in text
+
+
+def test_ngram_baselines_on_a_tiny_text(tmp_path):
+    from pyelmo.evaluation.ngram import ngram_perplexity
+    from pyelmo.vocab import Vocabulary
+
+    train = tmp_path / "train.txt"
+    train.write_text("the cat sat\nthe cat ran\nthe dog sat\n" * 5)
+    vocab = Vocabulary(["<S>", "</S>", "<UNK>", "the", "cat", "dog", "sat", "ran"])
+    result = ngram_perplexity(vocab, [train], [train])
+    assert result.predictions == 15 * 4
+    assert 1.0 < result.bigram < result.unigram < len(vocab)  # context helps on text it has seen
