@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from pyelmo.cli import main
-from pyelmo.errors import InputError, PyelmoError, WeightFileError
+from pyelmo.errors import InputError, WeightFileError
 from pyelmo.weights import from_pretrained, load_bilm_hdf5, load_options, save_pretrained
 
 REF = Path(__file__).parent / "fixtures" / "reference" / "allennlp"

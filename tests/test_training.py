@@ -6,7 +6,6 @@ import random
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ import torch
 from pyelmo.cli import main
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.training import trainer as trainer_mod
-from pyelmo.training.config import ConfigError, config_from_dict
+from pyelmo.training.config import config_from_dict
 from pyelmo.training.data import DataOrder, TokenizedText, shard
 from pyelmo.training.model import LanguageModel, full_softmax_nll
 from pyelmo.training.trainer import Trainer, evaluate, perplexity, resolve_data, train

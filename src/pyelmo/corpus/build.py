@@ -31,14 +31,13 @@ import os
 import re
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from pyelmo.corpus import splits
 from pyelmo.corpus.fetch import fetch_package
 from pyelmo.corpus.sources import SOURCES
-from pyelmo.errors import InputError, PyelmoError
+from pyelmo.errors import InputError
 from pyelmo.tokenize import normalize_text, tokenize
 
 MIN_TOKENS = 3

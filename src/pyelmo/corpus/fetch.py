@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 from pyelmo.errors import PyelmoError
+from pyelmo.paths import user_cache_dir
 
 REGISTRIES = ("debian", "npm", "pypi")
 _MARKER = ".complete"
@@ -34,10 +35,7 @@ class FetchError(PyelmoError):
 
 def default_cache_dir() -> Path:
     """The package cache: ``$PYELMO_CACHE`` or ``~/.cache/pyelmo/packages``."""
-    env = os.environ.get("PYELMO_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "pyelmo" / "packages"
+    return user_cache_dir("packages", "PYELMO_CACHE")
 
 
 def package_dir(registry: str, name: str, version: str | None, cache_dir: str | os.PathLike) -> Path:

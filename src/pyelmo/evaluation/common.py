@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from pyelmo.errors import PyelmoError
+from pyelmo.paths import user_cache_dir
 
 #: Bumped whenever the cached vector layout or its computation changes.
 CACHE_VERSION = "pyelmo-eval-vectors-1"
@@ -32,10 +33,7 @@ class EvaluationError(PyelmoError):
 
 def default_cache_dir() -> Path:
     """Where computed vectors are cached: ``$PYELMO_EVAL_CACHE`` or ``~/.cache/pyelmo/evaluation``."""
-    env = os.environ.get("PYELMO_EVAL_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "pyelmo" / "evaluation"
+    return user_cache_dir("evaluation", "PYELMO_EVAL_CACHE")
 
 
 def registry_source(name: str, directory: str | os.PathLike | None) -> Path:
