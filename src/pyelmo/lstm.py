@@ -13,6 +13,7 @@ only the recurrent product stays in the time loop, over the rows still running.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 FORGET_BIAS = 1.0
@@ -49,13 +50,17 @@ class LstmWithProjection(nn.Module):
         ``(h (B, projection_dim), c (B, dim))``. Returns outputs ``(B, T, projection_dim)``
         (zero past each row's end) and each row's state after its last step.
         """
-        h, c = state[0].clone(), state[1].clone()
-        outputs = inputs.new_zeros(inputs.shape[0], inputs.shape[1], self.projection_dim)
-        input_gates = self.input_gates(inputs)
+        h, c = state
+        batch = inputs.shape[0]
+        input_gates = self.input_gates(inputs).unbind(1)  # one (B, 4 * dim) tensor per step
+        outputs, ended_h, ended_c = [], [], []
         for t, n in enumerate(batch_sizes):
-            gates = input_gates[:n, t] + self.state_gates(h[:n])
-            h_t, c_t = self.step(gates, c[:n])
-            h = torch.cat([h_t, h[n:]]) if n < h.shape[0] else h_t
-            c = torch.cat([c_t, c[n:]]) if n < c.shape[0] else c_t
-            outputs[:n, t] = h_t
-        return outputs, (h, c)
+            if n < h.shape[0]:  # the last rows have ended: keep their final states
+                ended_h.append(h[n:])
+                ended_c.append(c[n:])
+                h, c = h[:n], c[:n]
+            h, c = self.step(input_gates[t][:n] + self.state_gates(h), c)
+            outputs.append(F.pad(h, (0, 0, 0, batch - n)))
+        final_h = torch.cat([h, *reversed(ended_h)])
+        final_c = torch.cat([c, *reversed(ended_c)])
+        return torch.stack(outputs, dim=1), (final_h, final_c)
