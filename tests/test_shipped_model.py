@@ -1,0 +1,63 @@
+"""The English model shipped inside the package: loads offline, round-trips, tells senses apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import pyelmo
+from pyelmo.characters import batch_to_ids
+from pyelmo.cli import main
+from pyelmo.embed import ElmoEmbedder
+from pyelmo.models import DEFAULT_MODEL_DIR
+from pyelmo.predict import WordPredictor
+from pyelmo.senses import read_sense_examples, sense_accuracy_per_layer
+from pyelmo.weights import load_bilm_hdf5, save_bilm_hdf5
+
+SENSES = Path(__file__).parent / "data" / "senses.tsv"
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return ElmoEmbedder()
+
+
+def test_package_ships_a_small_model():
+    files = {p.name: p.stat().st_size for p in DEFAULT_MODEL_DIR.iterdir()}
+    assert {"config.json", "model.safetensors", "vocab.txt", "MODEL_CARD.md"} <= set(files)
+    assert sum(files.values()) <= 60 * 2**20
+
+
+def test_default_load_and_released_format_round_trip(tmp_path):
+    model = pyelmo.load()
+    save_bilm_hdf5(model, tmp_path / "options.json", tmp_path / "weights.hdf5")
+    again = load_bilm_hdf5(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    ids = batch_to_ids([["I", "deposited", "money", "in", "the", "bank", "."]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).layers, again(ids).layers)
+
+
+def test_bank_differs_only_above_layer_zero(embedder):
+    money = embedder.embed_sentence("I deposited money in the bank .".split())
+    river = embedder.embed_sentence("The boat stopped near the river bank .".split())
+    a, b = money[:, 5], river[:, 6]
+    cos = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+    assert cos[0] == pytest.approx(1.0, abs=1e-5)
+    assert (cos[1:] < 0.99).all()
+
+
+def test_nearest_sense_accuracy_is_measured_per_layer(embedder):
+    """Layer 0 sits at chance by construction; the contextual layers' figures are in the model card."""
+    scores = sense_accuracy_per_layer(embedder, read_sense_examples(SENSES))
+    assert scores["layer 0"] == pytest.approx(0.5)
+    assert set(scores) == {"layer 0", "layer 1", "layer 2", "average"}
+
+
+def test_demo_and_predict_run_with_the_shipped_model(tmp_path, capsys):
+    assert main(["demo", "--plot", str(tmp_path / "d.png")]) == 0
+    assert "bank:" in capsys.readouterr().out
+    predictions = WordPredictor.from_pretrained().predict("The boat stopped near the river ___ .".split(), k=10)
+    assert len(predictions.combined) == 10
