@@ -51,19 +51,14 @@ def _metric_steps(out: Path) -> int:
     return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if '"loss"' in line)
 
 
-def _kill_train(cmd: list[str], out: Path, kind: str, value: float) -> tuple[int, str]:
-    """Start training, SIGKILL it at the chosen point; returns (pid, what happened)."""
-    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _sigkill_when(proc: subprocess.Popen, ready, what: str, poll: float = 0.005) -> bool:
+    """SIGKILL ``proc`` once ``ready(seconds since start)`` holds; True if it had already finished."""
     start = time.monotonic()
     try:
-        while proc.poll() is None:
-            if kind == "delay" and time.monotonic() - start >= value:
-                break
-            if kind == "step" and _metric_steps(out) >= value:
-                break
+        while proc.poll() is None and not ready(time.monotonic() - start):
             if time.monotonic() - start > 120:
-                raise AssertionError("training did not reach the kill point in 120 s")
-            time.sleep(0.005)
+                raise AssertionError(f"{what} did not reach the kill point in 120 s")
+            time.sleep(poll)
         finished = proc.poll() is not None
         if not finished:
             proc.send_signal(signal.SIGKILL)
@@ -72,6 +67,14 @@ def _kill_train(cmd: list[str], out: Path, kind: str, value: float) -> tuple[int
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return finished
+
+
+def _kill_train(cmd: list[str], out: Path, kind: str, value: float) -> tuple[int, str]:
+    """Start training, SIGKILL it at the chosen point; returns (pid, what happened)."""
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ready = (lambda t: t >= value) if kind == "delay" else (lambda t: _metric_steps(out) >= value)
+    finished = _sigkill_when(proc, ready, "training")
     err = proc.stderr.read().decode(errors="replace")
     if finished:
         raise AssertionError(f"training finished before the kill point ({kind} {value}): {err[-500:]}")
@@ -135,19 +138,9 @@ def test_sigkill_embed_leaves_no_output_and_resume_finishes_it(tmp_path, allennl
     cmd = [sys.executable, "-m", "pyelmo", "embed", str(tmp_path / "in.txt"), str(out / "vectors.h5"), "--no-progress",
            "--options-file", str(allennlp_reference.options), "--weight-file", str(allennlp_reference.weights)]
     proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    start = time.monotonic()
-    try:
-        while proc.poll() is None:  # kill once the first segment is finished
-            if list(parts.glob("part-*.h5")) or time.monotonic() - start > 120:
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None, "embed finished before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    # kill once the first segment is finished
+    assert not _sigkill_when(proc, lambda t: bool(list(parts.glob("part-*.h5"))), "embed", poll=0.01), \
+        "embed finished before it could be killed"
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "vectors.h5").exists()
     assert sorted(p.name for p in out.iterdir()) == [parts.name]  # only the recognisably partial work
