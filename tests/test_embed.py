@@ -40,6 +40,34 @@ def test_formats_and_sentence_to_index(allennlp_reference, tiny_model, text, tmp
         assert index == {line: str(i) for i, line in enumerate(LINES)}
 
 
+@pytest.mark.parametrize("vlen_limit", [4 * 2**20, 10])
+def test_sentence_to_index_as_variable_or_streamed_fixed_length_string(allennlp_reference, tmp_path, monkeypatch,
+                                                                       vlen_limit):
+    """Small indexes are the layout's variable-length string; large ones are streamed into the
+    file as a fixed-length string; both read back as the same JSON (repeats keep the last index)."""
+    monkeypatch.setattr("pyelmo.embed.SENTENCE_INDEX_VLEN_LIMIT", vlen_limit)
+    lines = LINES + ['Ünïcödé "quoted" \\ back', LINES[0], "日本語 の 文"]
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", str(path), str(out), "--top", *_args(allennlp_reference)]) == 0
+    expected = {line: str(i) for i, line in enumerate(lines)}
+    with h5py.File(out, "r") as f:
+        assert (f["sentence_to_index"].dtype.kind == "O") == (vlen_limit > 10)
+        raw = f["sentence_to_index"][0]
+        assert raw == json.dumps(expected).encode() and json.loads(raw) == expected
+        assert sorted(f) == sorted([str(i) for i in range(len(lines))] + ["sentence_to_index"])
+
+
+def test_sentence_to_index_size_limit_is_a_clear_error(allennlp_reference, text, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("pyelmo.embed.SENTENCE_INDEX_MAX_BYTES", 60)
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", str(text), str(out), *_args(allennlp_reference)]) == 1
+    assert "--forget-sentences" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["in.txt"]  # no output, no parts left
+    assert main(["embed", str(text), str(out), "--forget-sentences", *_args(allennlp_reference)]) == 0
+
+
 def test_forget_sentences_and_sentence_keys(allennlp_reference, text, tmp_path):
     out = tmp_path / "o.hdf5"
     assert main(["embed", str(text), str(out), "--top", "--forget-sentences", "--use-sentence-keys",

@@ -29,7 +29,7 @@ def _marker(char: int, max_chars: int) -> tuple[int, ...]:
     return tuple(ids)
 
 
-@lru_cache(maxsize=100_000)
+@lru_cache(maxsize=16_384)  # ~0.5 kB an entry; the frequent tokens of any text fit
 def token_to_ids(token: str, max_chars: int = MAX_CHARS) -> tuple[int, ...]:
     """The ``max_chars`` character ids (already shifted by +1) of one token."""
     if token == BOS_TOKEN:
