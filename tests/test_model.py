@@ -86,3 +86,21 @@ def test_gradients_flow_and_masked_positions_are_zero(skip):
     assert out.layers[:, 1, 1:].abs().max() == 0
     out.layers.sum().backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_token_encoder_once_per_distinct_token_has_the_same_values_and_gradients():
+    """Training runs the token encoder on distinct tokens only; values and gradients are unchanged."""
+    from pyelmo.encoder import TokenEncoder, encode_distinct
+
+    torch.manual_seed(0)
+    encoder = TokenEncoder(CharCNNConfig(filters=((1, 4), (2, 8), (3, 8)), n_highway=2, embedding_dim=4), 6)
+    ids = batch_to_ids([["the", "cat", "the", "a"], ["a", "the"], []])  # repeats and padding rows
+    grads = []
+    for fn in (encoder, lambda x: encode_distinct(encoder, x)):
+        encoder.zero_grad()
+        out = fn(ids)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        grads.append((out.detach(), [p.grad.clone() for p in encoder.parameters()]))
+    torch.testing.assert_close(grads[0][0], grads[1][0], atol=1e-6, rtol=0)
+    for a, b in zip(grads[0][1], grads[1][1]):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

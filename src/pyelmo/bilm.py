@@ -9,7 +9,7 @@ from torch import nn
 
 from pyelmo.characters import bos_ids, eos_ids
 from pyelmo.config import ElmoConfig
-from pyelmo.encoder import TokenEncoder
+from pyelmo.encoder import TokenEncoder, encode_distinct
 from pyelmo.lstm import LstmWithProjection
 
 FORWARD, BACKWARD = 0, 1
@@ -109,7 +109,7 @@ class BiLM(nn.Module):
 
             stacked = bilm_layers_inference(self, char_ids, lengths)
         else:
-            tokens = self.token_encoder(char_ids) * full_mask.unsqueeze(-1)
+            tokens = encode_distinct(self.token_encoder, char_ids) * full_mask.unsqueeze(-1)
             layers = [torch.cat([tokens, tokens], dim=-1)]
             for direction_output in zip(*self._run_directions(tokens, lengths)):
                 layers.append(torch.cat(direction_output, dim=-1))

@@ -45,8 +45,22 @@ class TokenEncoder(nn.Module):
         shape = char_ids.shape[:-1]
         chars = self.char_embedding(char_ids.reshape(-1, char_ids.shape[-1])).transpose(1, 2)
         # max over positions then activation (equal to activation then max for monotone activations)
-        pooled = [self.activation(conv(chars).amax(dim=-1)) for conv in self.convolutions]
+        # (max rather than amax: the same values, and a backward pass that scatters to the argmax)
+        pooled = [self.activation(conv(chars).max(dim=-1).values) for conv in self.convolutions]
         x = torch.cat(pooled, dim=-1)
         for highway in self.highways:
             x = highway(x)
         return self.projection(x).reshape(*shape, -1)
+
+
+def encode_distinct(encoder: TokenEncoder, char_ids: torch.Tensor) -> torch.Tensor:
+    """``encoder(char_ids)`` computed once per distinct token (row of character ids).
+
+    Text repeats its words, so a batch has far fewer distinct tokens than positions; the
+    gradient of a repeated token is the sum over its positions, as without the sharing.
+    """
+    rows = char_ids.reshape(-1, char_ids.shape[-1])
+    if rows.shape[0] == 0:
+        return encoder(char_ids)
+    distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
+    return encoder(distinct)[inverse].reshape(*char_ids.shape[:-1], -1)
