@@ -34,9 +34,9 @@ CONFIGS = {
 }
 
 
-def matmul_rate(n: int = 2048, reps: int = 5) -> float:
-    """fp32 FLOP/s of ``torch.mm`` on ``n x n`` matrices (best of ``reps``)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_rate(n: int = 2048, reps: int = 5, dtype: torch.dtype = torch.float32) -> float:
+    """FLOP/s of ``torch.mm`` on ``n x n`` matrices of ``dtype`` (best of ``reps``)."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     torch.mm(a, b)
     best = float("inf")
     for _ in range(reps):
@@ -99,10 +99,15 @@ def main() -> None:
     parser.add_argument("--data", help="corpus directory (default: a synthetic Zipfian corpus)")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per config (after 1 warm-up)")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), help="small, cpu-1h or .toml/.json files")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also time each config with bf16 autocast (train.bf16); its MFU is against the bf16 mm rate")
     args = parser.parse_args()
     peak = matmul_rate()
     print(f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     print(f"fp32 torch.mm rate: {peak / 1e9:.1f} GFLOP/s")
+    peak_bf16 = matmul_rate(dtype=torch.bfloat16) if args.bf16 else 0.0
+    if args.bf16:
+        print(f"bf16 torch.mm rate: {peak_bf16 / 1e9:.1f} GFLOP/s")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data = Path(args.data) if args.data else synthetic_corpus(tmp / "corpus")
@@ -114,12 +119,16 @@ def main() -> None:
 
                 path = Path(name) if Path(name).exists() else Path(__file__).parent.parent / "configs" / f"{name}.toml"
                 spec = read_config_file(path)
-            r = measure(Path(name).stem, spec, data, args.steps, peak, tmp)
-            print(f"{r['config']:>8}: {r['bilm_params_M']:.1f}M biLM params, vocab {r['vocab']}, "
-                  f"{r['negatives']} negatives, {r['batch_tokens']} tokens/batch: "
-                  f"{r['tokens_per_s']:.0f} tokens/s, {r['train_gflop_per_token'] * 1e3:.0f} MFLOP/token, "
-                  f"MFU {100 * r['mfu']:.1f}%")
-            sys.stdout.flush()
+            variants = [("fp32", spec, peak)]
+            if args.bf16:
+                variants.append(("bf16", {**spec, "train": {**spec.get("train", {}), "bf16": True}}, peak_bf16))
+            for precision, variant, rate in variants:
+                r = measure(f"{Path(name).stem}-{precision}", variant, data, args.steps, rate, tmp)
+                print(f"{r['config']:>8}: {r['bilm_params_M']:.1f}M biLM params, vocab {r['vocab']}, "
+                      f"{r['negatives']} negatives, {r['batch_tokens']} tokens/batch: "
+                      f"{r['tokens_per_s']:.0f} tokens/s, {r['train_gflop_per_token'] * 1e3:.0f} MFLOP/token, "
+                      f"MFU {100 * r['mfu']:.1f}% (of the {precision} mm rate)")
+                sys.stdout.flush()
 
 
 if __name__ == "__main__":
