@@ -281,3 +281,46 @@ def test_shards_merge_to_the_unsharded_file(tmp_path):
         assert json.loads(f["sentence_to_index"][0]) == json.loads(g["sentence_to_index"][0])
     with h5py.File(tmp_path / "part1.hdf5", "r") as f:
         assert set(f) == {str(i) for i in range(1, len(sentences), 3)} | {"sentence_to_index"}
+
+
+def test_bf16_mode_is_close_to_exact_and_switches_back():
+    """The explicit reduced-precision mode: bfloat16 products, float32 states; relative error ~1e-2."""
+    model = _model()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.25)  # a realistic scale (the default _model saturates every gate)
+    ids = batch_to_ids(_sentences(9, seed=3))
+    exact = _layers(model, ids, fast=True)
+    model.inference_dtype = torch.bfloat16
+    low = _layers(model, ids, fast=True)
+    assert model.inference_dtype == torch.bfloat16 and low.dtype == torch.float32
+    error = float((low - exact).abs().max() / exact.abs().max())
+    assert 0 < error < 3e-2
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(2.0)  # weights change: the bfloat16 copies must follow
+    model.inference_dtype = torch.bfloat16
+    again = _layers(model, ids, fast=True)
+    model.inference_dtype = None
+    exact2 = _layers(model, ids, fast=True)
+    assert float((again - exact2).abs().max() / exact2.abs().max()) < 3e-2
+    assert (_layers(model, ids, fast=False) - exact2).abs().max() < ATOL  # the exact path is back
+    with pytest.raises(ValueError):
+        model.inference_dtype = torch.float16
+
+
+def test_embed_bf16_flag(tmp_path):
+    from pyelmo.cli import main
+    from pyelmo.weights import save_bilm_hdf5
+
+    model = _model()
+    options, weights = tmp_path / "o.json", tmp_path / "w.hdf5"
+    save_bilm_hdf5(model, options, weights)
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(s) for s in _sentences(20, seed=4)) + "\n", encoding="utf-8")
+    args = ["--options-file", str(options), "--weight-file", str(weights), "--no-progress"]
+    assert main(["embed", str(text), str(tmp_path / "a.h5"), *args]) == 0
+    assert main(["embed", str(text), str(tmp_path / "b.h5"), "--bf16", *args]) == 0
+    with h5py.File(tmp_path / "a.h5") as f, h5py.File(tmp_path / "b.h5") as g:
+        diffs = [float(np.abs(f[k][...] - g[k][...]).max()) for k in f if k != "sentence_to_index"]
+    assert 0 < max(diffs) < 0.1

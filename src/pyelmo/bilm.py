@@ -52,6 +52,8 @@ class BiLM(nn.Module):
     same function is computed by ``pyelmo.fast.bilm_layers_inference`` (packed rows, both
     directions per step in one product, token encoder once per distinct token and, if
     ``token_cache`` is set, across calls). ``use_fast_path = False`` forces the plain path.
+    ``inference_dtype = torch.bfloat16`` makes that path's matrix products bfloat16 (an
+    explicit reduced-precision mode, about 1e-2 from the exact outputs).
     """
 
     def __init__(self, config: ElmoConfig, dropout: float = 0.0) -> None:
@@ -71,6 +73,20 @@ class BiLM(nn.Module):
         self._states: list[torch.Tensor] | None = None  # h and c per (direction, layer): (2, L, rows, size)
         self.use_fast_path = True
         self.token_cache = None  # an optional pyelmo.fast.TokenCache (used by the inference fast path only)
+        self.inference_products = None  # a pyelmo.fast.Products in reduced precision (see inference_dtype)
+
+    @property
+    def inference_dtype(self) -> torch.dtype | None:
+        """``None`` (exact float32) or ``torch.bfloat16``: the precision of the fast path's matrix products."""
+        return self.inference_products.dtype if self.inference_products is not None else None
+
+    @inference_dtype.setter
+    def inference_dtype(self, dtype: torch.dtype | None) -> None:
+        from pyelmo.fast import Products
+
+        if dtype not in (None, torch.float32, torch.bfloat16):
+            raise ValueError(f"inference_dtype must be None, torch.float32 or torch.bfloat16, got {dtype}")
+        self.inference_products = Products(dtype) if dtype not in (None, torch.float32) else None
 
     # -- states ---------------------------------------------------------------------------
     def reset_states(self) -> None:

@@ -22,6 +22,13 @@ and what training differentiates through. When gradients are off (``torch.no_gra
   the gate nonlinearities run once over both, in place, into preallocated buffers; the
   forget bias is folded into the input bias; input-to-gate products are computed for a
   block of steps at a time (one product, bounded memory).
+
+``BiLM.inference_dtype = torch.bfloat16`` (``pyelmo embed --bf16``) runs every matrix
+product of this path with bfloat16 inputs and weights (bfloat16 copies kept beside the
+fp32 parameters); sums, states and nonlinearities stay float32. It is an explicit
+reduced-precision mode: outputs differ from the exact path by about 1e-2 (measured in
+``benchmarks/embed_throughput.py``), in exchange for much faster products on CPUs with
+bfloat16 instructions.
 """
 
 from __future__ import annotations
@@ -37,6 +44,48 @@ from pyelmo.lstm import FORGET_BIAS, LstmWithProjection
 CONV_CHUNK_TOKENS = 256
 #: Packed rows (token positions of one direction) per input-to-gate product in the LSTM.
 INPUT_GATE_CHUNK_ROWS = 512
+
+
+class Products:
+    """``x @ W^T`` for this path: exact float32, or with bfloat16 inputs and weights.
+
+    The bfloat16 weights are made once per parameter and remade when the parameter
+    changes (in-place update, reload, ``.to()``).
+    """
+
+    def __init__(self, dtype: torch.dtype | None) -> None:
+        self.dtype = dtype
+        self._weights: dict[int, tuple[tuple, torch.Tensor]] = {}
+
+    def weight(self, w: torch.Tensor) -> torch.Tensor:
+        if self.dtype is None:
+            return w
+        key = (w.data_ptr(), w._version, w.device, tuple(w.shape))
+        cached = self._weights.get(id(w))
+        if cached is None or cached[0] != key:
+            cached = (key, w.detach().to(self.dtype))
+            self._weights[id(w)] = cached
+        return cached[1]
+
+    def mm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``x @ w.T`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``)."""
+        if self.dtype is None:
+            return x @ w.t()
+        return (x.to(self.dtype) @ self.weight(w).t()).float()
+
+    def matmul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """``a @ b`` as float32 (both cast each call: for small or derived operands)."""
+        if self.dtype is None:
+            return a @ b
+        return (a.to(self.dtype) @ b.to(self.dtype)).float()
+
+    def linear(self, x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
+        if self.dtype is None:
+            return layer(x)
+        return self.mm(x, layer.weight).add_(layer.bias)
+
+
+EXACT = Products(None)
 
 
 # -- token encoder ------------------------------------------------------------------------
@@ -55,7 +104,7 @@ def _packed_conv_weights(encoder: TokenEncoder) -> tuple[torch.Tensor, torch.Ten
     return weight, bias, groups
 
 
-def char_cnn_gemm(encoder: TokenEncoder, char_ids: torch.Tensor, packed=None) -> torch.Tensor:
+def char_cnn_gemm(encoder: TokenEncoder, char_ids: torch.Tensor, packed=None, products: Products = EXACT) -> torch.Tensor:
     """The character CNN (embedding, convolutions, max over positions, activation): ``(N, C) -> (N, n_filters)``.
 
     One product ``W (n_filters, widest * emb) @ windows^T`` gives every filter's response
@@ -68,21 +117,21 @@ def char_cnn_gemm(encoder: TokenEncoder, char_ids: torch.Tensor, packed=None) ->
     widest = weight.shape[1] // encoder.config.embedding_dim
     chars = torch.nn.functional.pad(encoder.char_embedding(char_ids), (0, 0, 0, widest - 1))  # (N, C + w - 1, emb)
     windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * n_chars, -1)  # (N * C, widest * emb)
-    responses = (weight @ windows.t()).view(-1, n_tokens, n_chars)
+    responses = products.matmul(weight, windows.t()).view(-1, n_tokens, n_chars)
     pooled = torch.cat([responses[a:b, :, : n_chars - w + 1].amax(dim=-1) for a, b, w in groups])
     return encoder.activation(pooled.t() + bias)
 
 
-def encode_tokens_gemm(encoder: TokenEncoder, char_ids: torch.Tensor) -> torch.Tensor:
+def encode_tokens_gemm(encoder: TokenEncoder, char_ids: torch.Tensor, products: Products = EXACT) -> torch.Tensor:
     """``TokenEncoder.forward`` for ``(N, C)`` rows with the convolutions as one product, in chunks."""
     packed = _packed_conv_weights(encoder)
     chunks = []
     for start in range(0, char_ids.shape[0], CONV_CHUNK_TOKENS):
-        x = char_cnn_gemm(encoder, char_ids[start : start + CONV_CHUNK_TOKENS], packed)
+        x = char_cnn_gemm(encoder, char_ids[start : start + CONV_CHUNK_TOKENS], packed, products)
         for highway in encoder.highways:
-            gate = torch.sigmoid(highway.carry(x))
-            x = torch.addcmul(x, gate, torch.relu(highway.transform(x)) - x)  # t * relu(.) + (1 - t) * x
-        chunks.append(encoder.projection(x))
+            gate = torch.sigmoid(products.linear(x, highway.carry))
+            x = torch.addcmul(x, gate, torch.relu(products.linear(x, highway.transform)) - x)  # t*relu(.) + (1-t)*x
+        chunks.append(products.linear(x, encoder.projection))
     return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
 
 
@@ -109,8 +158,8 @@ class TokenCache:
         self._vectors = None
         self.hits = self.misses = 0
 
-    def check_weights(self, encoder: TokenEncoder) -> None:
-        fingerprint = tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in encoder.parameters())
+    def check_weights(self, encoder: TokenEncoder, precision: torch.dtype | None = None) -> None:
+        fingerprint = (precision, *((p.data_ptr(), p._version, p.dtype, p.device) for p in encoder.parameters()))
         if fingerprint != self._fingerprint:
             self.clear()
             self._fingerprint = fingerprint
@@ -155,14 +204,15 @@ class TokenCache:
         self._vectors[torch.tensor(rows, device=vectors.device)] = vectors
 
 
-def encode_tokens(encoder: TokenEncoder, char_ids: torch.Tensor, cache: TokenCache | None = None) -> torch.Tensor:
+def encode_tokens(encoder: TokenEncoder, char_ids: torch.Tensor, cache: TokenCache | None = None,
+                  products: Products = EXACT) -> torch.Tensor:
     """Token vectors for ``(N, C)`` character-id rows, computing each distinct row once (inference only)."""
     if char_ids.shape[0] == 0:
         return encoder(char_ids)
     unique, inverse = torch.unique(char_ids, dim=0, return_inverse=True)
     if cache is None:
-        return encode_tokens_gemm(encoder, unique)[inverse]
-    cache.check_weights(encoder)
+        return encode_tokens_gemm(encoder, unique, products)[inverse]
+    cache.check_weights(encoder, products.dtype)
     keys = [row.tobytes() for row in unique.to(torch.int16).cpu().numpy()]
     rows = cache.lookup(keys)
     vectors = torch.empty(len(keys), encoder.projection.out_features, dtype=encoder.projection.weight.dtype,
@@ -173,7 +223,7 @@ def encode_tokens(encoder: TokenEncoder, char_ids: torch.Tensor, cache: TokenCac
     missing = [k for k, row in enumerate(rows) if row < 0]
     if missing:
         index = torch.tensor(missing, device=char_ids.device)
-        computed = encode_tokens_gemm(encoder, unique[index])
+        computed = encode_tokens_gemm(encoder, unique[index], products)
         vectors[index] = computed
         cache.store([keys[k] for k in missing], computed)
     return vectors[inverse]
@@ -228,7 +278,7 @@ def _input_gate_bias(layer: LstmWithProjection) -> torch.Tensor:
 
 
 def run_lstm_layer_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed: PackedBatch,
-                        h: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+                        h: torch.Tensor, c: torch.Tensor, products: Products = EXACT) -> torch.Tensor:
     """Run the forward and backward layer of one level together over packed ``inputs (2, n_packed, in)``.
 
     ``h (2, B, P)`` and ``c (2, B, H)`` (sorted row order) are updated in place and end as
@@ -239,6 +289,7 @@ def run_lstm_layer_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, pa
     layer = pair[0]
     dim, cell_clip, proj_clip = layer.dim, layer.cell_clip, layer.proj_clip
     biases = [_input_gate_bias(lay) for lay in pair]
+    exact = products.dtype is None
     outputs = inputs.new_empty(2, packed.n_packed, layer.projection_dim)
     offsets, sizes = packed.offsets, packed.batch_sizes
     t0 = 0
@@ -249,16 +300,26 @@ def run_lstm_layer_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, pa
         base = offsets[t0]
         gates_block = inputs.new_empty(2, offsets[t1] - base, 4 * dim)
         for d, lay in enumerate(pair):
-            torch.addmm(biases[d], inputs[d, base : offsets[t1]], lay.input_gates.weight.t(), out=gates_block[d])
+            if exact:
+                torch.addmm(biases[d], inputs[d, base : offsets[t1]], lay.input_gates.weight.t(), out=gates_block[d])
+            else:
+                torch.add(products.mm(inputs[d, base : offsets[t1]], lay.input_gates.weight), biases[d],
+                          out=gates_block[d])
         for t in range(t0, t1):
             n, start = sizes[t], offsets[t] - base
             gates = gates_block[:, start : start + n]  # (2, n, 4H)
             for d, lay in enumerate(pair):
-                gates[d].addmm_(h[d, :n], lay.state_gates.weight.t())
+                if exact:
+                    gates[d].addmm_(h[d, :n], lay.state_gates.weight.t())
+                else:
+                    gates[d].add_(products.mm(h[d, :n], lay.state_gates.weight))
             hidden = lstm_cell_update(gates, c[:, :n], dim, cell_clip)
             h_t = outputs[:, offsets[t] : offsets[t] + n]
             for d, lay in enumerate(pair):
-                torch.mm(hidden[d], lay.projection.weight.t(), out=h_t[d])
+                if exact:
+                    torch.mm(hidden[d], lay.projection.weight.t(), out=h_t[d])
+                else:
+                    h_t[d] = products.mm(hidden[d], lay.projection.weight)
             if proj_clip is not None:
                 h_t.clamp_(-proj_clip, proj_clip)
             h[:, :n] = h_t
@@ -279,7 +340,9 @@ def bilm_layers_inference(model, char_ids: torch.Tensor, lengths: torch.Tensor) 
     packed = PackedBatch(lengths, steps)
     flat_ids = char_ids.reshape(batch * steps, n_chars)
 
-    tokens = encode_tokens(model.token_encoder, flat_ids[packed.forward_src], model.token_cache)  # (n_packed, P)
+    products = model.inference_products or EXACT
+    tokens = encode_tokens(model.token_encoder, flat_ids[packed.forward_src], model.token_cache,
+                           products)  # (n_packed, P)
     position = torch.empty(batch * steps, dtype=torch.long, device=char_ids.device)
     position[packed.forward_src] = torch.arange(packed.n_packed, device=char_ids.device)
     x = torch.stack([tokens, tokens[position[packed.backward_src]]])  # (2, n_packed, P)
@@ -293,7 +356,7 @@ def bilm_layers_inference(model, char_ids: torch.Tensor, lengths: torch.Tensor) 
     for l in range(config.n_layers):
         pair = [model.directions[0][l], model.directions[1][l]]
         h, c = h0[:, l][:, packed.order].contiguous(), c0[:, l][:, packed.order].contiguous()
-        out = run_lstm_layer_pair(pair, x, packed, h, c)
+        out = run_lstm_layer_pair(pair, x, packed, h, c, products)
         h_final[:, l], c_final[:, l] = h[:, packed.restore], c[:, packed.restore]
         if l > 0 and config.use_skip_connections:
             out += x
