@@ -10,7 +10,9 @@ Each (side, config, batch size) runs in its own worker process (so its peak RSS 
 own); the two sides' timed runs are interleaved (pyelmo, AllenNLP, pyelmo, ...) and the
 median of ``--repeats`` is reported. AllenNLP's states are reset before every batch.
 pyelmo's token cache is off in this table (every repeat recomputes every token); the
-end-to-end run below uses the defaults, cache included.
+end-to-end run below uses the defaults, cache included. ``--bf16`` adds a row per
+(config, batch) for pyelmo's explicit reduced-precision mode (``embed --bf16``), timed in
+the same interleaved rounds, with its max-abs-diff against the exact fp32 path.
 
     python benchmarks/embed_throughput.py --reference-python /tmp/allennlp-ref/bin/python
     python benchmarks/embed_throughput.py --e2e-lines 20000 --memory-check   # + end to end, memory
@@ -82,11 +84,14 @@ def make_sentences(n: int, seed: int, vocab_size: int = 50_000) -> list[list[str
 
 # -- workers ------------------------------------------------------------------------------
 class PyelmoSide:
-    def __init__(self, options: str, weights: str, fast: bool = True) -> None:
+    def __init__(self, options: str, weights: str, bf16: bool = False) -> None:
+        import torch
+
         from pyelmo.weights import load_bilm_hdf5
 
         self.model = load_bilm_hdf5(options, weights)
         self.model.token_cache = None
+        self.model.inference_dtype = torch.bfloat16 if bf16 else None
 
     def run(self, batch, exact: bool = False):
         import torch
@@ -135,7 +140,10 @@ def worker(side_name: str) -> None:
         answer: dict = {}
         if op == "init":
             torch.set_num_threads(cmd["threads"])
-            side = (PyelmoSide if side_name == "pyelmo" else AllennlpSide)(cmd["options"], cmd["weights"])
+            if side_name == "allennlp":
+                side = AllennlpSide(cmd["options"], cmd["weights"])
+            else:
+                side = PyelmoSide(cmd["options"], cmd["weights"], bf16=side_name == "pyelmo-bf16")
             batches = json.loads(Path(cmd["batches"]).read_text())
         elif op == "time":
             answer["gflops"] = matmul_rate(torch)
@@ -234,6 +242,8 @@ def max_abs_diff(path_a: Path, path_b: Path) -> float:
 
 # -- the table ----------------------------------------------------------------------------
 def throughput_rows(args, workdir: Path) -> list[dict]:
+    import numpy as np
+
     from pyelmo.config import preset
 
     rows = []
@@ -249,6 +259,8 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
             sides = {"pyelmo": Worker(sys.executable, "pyelmo")}
             if args.reference_python:
                 sides["allennlp"] = Worker(args.reference_python, "allennlp")
+            if args.bf16:
+                sides["pyelmo-bf16"] = Worker(sys.executable, "pyelmo-bf16")
             try:
                 for w in sides.values():
                     w.ask(op="init", threads=args.threads, options=str(options), weights=str(weights),
@@ -263,6 +275,12 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
                 sides["pyelmo"].ask(op="outputs", path=str(exact), exact=True)
                 row = {"config": name, "batch": batch_size, "sentences": n_sent, "tokens": tokens,
                        "diff_exact": max_abs_diff(fast, exact)}
+                if "pyelmo-bf16" in sides:
+                    low = workdir / "bf16.npz"
+                    sides["pyelmo-bf16"].ask(op="outputs", path=str(low))
+                    row["diff_exact_bf16"] = max_abs_diff(low, exact)
+                    with np.load(exact) as e:
+                        row["exact_max_abs"] = max(float(np.abs(e[k]).max(initial=0.0)) for k in e.files)
                 if "allennlp" in sides:
                     ref = workdir / "allennlp.npz"
                     sides["allennlp"].ask(op="outputs", path=str(ref))
@@ -295,6 +313,14 @@ def print_table(rows: list[dict]) -> None:
             f"{100 * a['gemm']:.0f}%" if a else "-", f"{p['matmul_gflops']:.0f}",
             f"{p['rss_mb']:.0f} / {a['rss_mb']:.0f}" if a else f"{p['rss_mb']:.0f}",
         ]) + " |")
+        if "pyelmo-bf16" in r:  # the explicit reduced-precision mode (--bf16): its error is the diff vs exact
+            b = r["pyelmo-bf16"]
+            print("| " + " | ".join([
+                f"{r['config']} --bf16", str(r["batch"]), f"{b['tok_s']:.1f}", f"{a['tok_s']:.1f}" if a else "-",
+                f"{b['tok_s'] / a['tok_s']:.2f}x" if a else "-",
+                f"{r['diff_exact_bf16']:.2e} (outputs up to {r['exact_max_abs']:.2f})", "-", "-", "-", "-",
+                f"{b['rss_mb']:.0f}",
+            ]) + " |")
 
 
 # -- end to end and memory ----------------------------------------------------------------
@@ -395,7 +421,7 @@ def memory_check(args, workdir: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--worker", choices=["pyelmo", "allennlp"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["pyelmo", "pyelmo-bf16", "allennlp"], help=argparse.SUPPRESS)
     parser.add_argument("--reference-python", help="python of the AllenNLP environment (e.g. /tmp/allennlp-ref/bin/python)")
     parser.add_argument("--configs", default="original,small", type=lambda s: s.split(","))
     parser.add_argument("--batch-sizes", default="1,32", type=lambda s: [int(x) for x in s.split(",")])
@@ -404,6 +430,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-table", action="store_true")
+    parser.add_argument("--bf16", action="store_true",
+                        help="add rows for pyelmo's explicit reduced-precision mode (embed --bf16)")
     parser.add_argument("--e2e-lines", type=int, default=0, help="end-to-end `pyelmo embed` on this many lines")
     parser.add_argument("--e2e-config", default="small")
     parser.add_argument("--e2e-reference-lines", type=int, default=1000)
