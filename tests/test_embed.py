@@ -117,3 +117,19 @@ def test_embed_sentences_keeps_input_order(tiny_model):
     assert [o.shape[1] for o in outs] == [5, 1, 3, 8, 2]
     for sentence, out in zip(sentences, outs):
         np.testing.assert_allclose(out, embedder.embed_sentence(sentence), atol=1e-5)
+
+
+@pytest.mark.parametrize("shard", ["3/3", "-1/2", "x", "1/2/3"])
+def test_bad_shard_is_a_one_line_error_and_leaves_nothing(allennlp_reference, text, tmp_path, capsys, shard):
+    assert main(["embed", str(text), str(tmp_path / "o.h5"), f"--shard={shard}", *_args(allennlp_reference)]) == 1
+    err = capsys.readouterr().err
+    assert "shard" in err and len(err.strip().splitlines()) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["in.txt"]
+
+
+def test_bad_shard_through_the_api_leaves_nothing(tiny_model, text, tmp_path):
+    from pyelmo.errors import InputError
+
+    with pytest.raises(InputError, match="0 <= I < N"):
+        ElmoEmbedder(tiny_model).embed_file(text, tmp_path / "o.h5", shard=(2, 2))
+    assert [p.name for p in tmp_path.iterdir()] == ["in.txt"]

@@ -135,6 +135,8 @@ class ElmoEmbedder:
         if output_format not in OUTPUT_FORMATS:
             raise InputError(f"output format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
         output = _check_output_path(output_file, overwrite)
+        if shard is not None:
+            check_shard(*shard)
         if resume and self.stateful:
             raise InputError("--resume cannot continue a --stateful run (the carried LSTM states are not saved)")
         if resume and (not isinstance(input_file, (str, os.PathLike)) or str(input_file) == "-"):
@@ -208,9 +210,13 @@ def _fingerprint(input_file, model: BiLM, settings: dict) -> dict:
     return {"input": source, "settings": settings, "model": {"options": model.config.to_options(), "sums": sums}}
 
 
-def _shard_lines(lines: Iterator[tuple[int, str]], index: int, count: int) -> Iterator[tuple[int, str]]:
+def check_shard(index: int, count: int) -> None:
+    """A shard ``index/count`` must have ``0 <= index < count``."""
     if not 0 <= index < count:
-        raise InputError(f"shard must be i/n with 0 <= i < n, got {index}/{count}")
+        raise InputError(f"shard I/N needs 0 <= I < N, got {index}/{count}")
+
+
+def _shard_lines(lines: Iterator[tuple[int, str]], index: int, count: int) -> Iterator[tuple[int, str]]:
     return ((i, text) for i, text in lines if i % count == index)
 
 

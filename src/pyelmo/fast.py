@@ -84,6 +84,24 @@ class Products:
             return layer(x)
         return self.mm(x, layer.weight).add_(layer.bias)
 
+    def addmm(self, bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out = bias + x @ w.T``."""
+        if self.dtype is None:
+            return torch.addmm(bias, x, w.t(), out=out)
+        return torch.add(self.mm(x, w), bias, out=out)
+
+    def addmm_(self, acc: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``acc += x @ w.T``."""
+        if self.dtype is None:
+            return acc.addmm_(x, w.t())
+        return acc.add_(self.mm(x, w))
+
+    def mm_out(self, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out = x @ w.T``."""
+        if self.dtype is None:
+            return torch.mm(x, w.t(), out=out)
+        return out.copy_(self.mm(x, w))
+
 
 EXACT = Products(None)
 
@@ -289,7 +307,6 @@ def run_lstm_layer_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, pa
     layer = pair[0]
     dim, cell_clip, proj_clip = layer.dim, layer.cell_clip, layer.proj_clip
     biases = [_input_gate_bias(lay) for lay in pair]
-    exact = products.dtype is None
     outputs = inputs.new_empty(2, packed.n_packed, layer.projection_dim)
     offsets, sizes = packed.offsets, packed.batch_sizes
     t0 = 0
@@ -300,26 +317,16 @@ def run_lstm_layer_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, pa
         base = offsets[t0]
         gates_block = inputs.new_empty(2, offsets[t1] - base, 4 * dim)
         for d, lay in enumerate(pair):
-            if exact:
-                torch.addmm(biases[d], inputs[d, base : offsets[t1]], lay.input_gates.weight.t(), out=gates_block[d])
-            else:
-                torch.add(products.mm(inputs[d, base : offsets[t1]], lay.input_gates.weight), biases[d],
-                          out=gates_block[d])
+            products.addmm(biases[d], inputs[d, base : offsets[t1]], lay.input_gates.weight, out=gates_block[d])
         for t in range(t0, t1):
             n, start = sizes[t], offsets[t] - base
             gates = gates_block[:, start : start + n]  # (2, n, 4H)
             for d, lay in enumerate(pair):
-                if exact:
-                    gates[d].addmm_(h[d, :n], lay.state_gates.weight.t())
-                else:
-                    gates[d].add_(products.mm(h[d, :n], lay.state_gates.weight))
+                products.addmm_(gates[d], h[d, :n], lay.state_gates.weight)
             hidden = lstm_cell_update(gates, c[:, :n], dim, cell_clip)
             h_t = outputs[:, offsets[t] : offsets[t] + n]
             for d, lay in enumerate(pair):
-                if exact:
-                    torch.mm(hidden[d], lay.projection.weight.t(), out=h_t[d])
-                else:
-                    h_t[d] = products.mm(hidden[d], lay.projection.weight)
+                products.mm_out(hidden[d], lay.projection.weight, out=h_t[d])
             if proj_clip is not None:
                 h_t.clamp_(-proj_clip, proj_clip)
             h[:, :n] = h_t

@@ -71,6 +71,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
     """``I/N`` or ``env`` (torchrun's ``RANK``/``WORLD_SIZE``) -> ``(I, N)``."""
     import os
 
+    from pyelmo.embed import check_shard
     from pyelmo.errors import InputError
 
     if value is None:
@@ -83,8 +84,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
         index, count = (int(part) for part in value.split("/"))
     except ValueError:
         raise InputError(f"--shard must be I/N or env, got {value!r}") from None
-    if not 0 <= index < count:
-        raise InputError(f"--shard I/N needs 0 <= I < N, got {value!r}")
+    check_shard(index, count)
     return index, count
 
 

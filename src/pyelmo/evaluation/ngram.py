@@ -28,11 +28,10 @@ class NgramPerplexity:
 def ngram_perplexity(vocab: Vocabulary, train: Sequence[Path], valid: Sequence[Path],
                      discount: float = 0.75) -> NgramPerplexity:
     """Add-one unigram and absolute-discounting bigram (interpolated with the unigram) perplexity."""
-    eos = EOS_ID
     unigrams: Counter = Counter()
     bigrams: Counter = Counter()
     for tokens in read_lines(train):
-        ids = [BOS_ID, *vocab.encode(tokens), eos]
+        ids = [BOS_ID, *vocab.encode(tokens), EOS_ID]
         unigrams.update(ids[1:])
         bigrams.update(zip(ids[:-1], ids[1:]))
     total = sum(unigrams.values())
@@ -49,7 +48,7 @@ def ngram_perplexity(vocab: Vocabulary, train: Sequence[Path], valid: Sequence[P
     log_uni = log_bi = 0.0
     n = 0
     for tokens in read_lines(valid):
-        ids = [BOS_ID, *vocab.encode(tokens), eos]
+        ids = [BOS_ID, *vocab.encode(tokens), EOS_ID]
         for a, w in zip(ids[:-1], ids[1:]):
             pu = p_unigram(w)
             c = context_count[a]
