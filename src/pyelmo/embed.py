@@ -47,7 +47,7 @@ class ElmoEmbedder:
     this many token positions instead of ``batch_size`` sentences (``None``: fixed
     ``batch_size`` batches); ``token_cache_size`` - token-encoder outputs kept across
     batches (0 disables the cache). ``bf16=True`` is an explicit reduced-precision mode:
-    the matrix products run in bfloat16 (vectors about 1e-2 from the exact ones).
+    the matrix products run in bfloat16 (vectors differ by about 0.5% of their largest value).
     """
 
     def __init__(self, model: BiLM | str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,

@@ -26,9 +26,9 @@ and what training differentiates through. When gradients are off (``torch.no_gra
 ``BiLM.inference_dtype = torch.bfloat16`` (``pyelmo embed --bf16``) runs every matrix
 product of this path with bfloat16 inputs and weights (bfloat16 copies kept beside the
 fp32 parameters); sums, states and nonlinearities stay float32. It is an explicit
-reduced-precision mode: outputs differ from the exact path by about 1e-2 (measured in
-``benchmarks/embed_throughput.py``), in exchange for much faster products on CPUs with
-bfloat16 instructions.
+reduced-precision mode: outputs differ from the exact path by about 0.5% of their largest
+value (measured in ``benchmarks/embed_throughput.py``), in exchange for much faster products
+on CPUs with bfloat16 instructions.
 """
 
 from __future__ import annotations

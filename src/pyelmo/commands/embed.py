@@ -60,8 +60,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                              "reusing the segments it finished")
     parser.add_argument("--bf16", action="store_true",
                         help="reduced precision: matrix products in bfloat16 (states and sums stay float32); "
-                             "several times faster on CPUs with bfloat16 instructions, vectors differ from the "
-                             "exact ones by about 1e-2 (see benchmarks/RESULTS.md)")
+                             "up to 3x faster on CPUs with bfloat16 instructions; vectors differ from the "
+                             "exact ones by about 0.5%% of their largest value (see benchmarks/RESULTS.md)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run, output_format="all")
