@@ -4,7 +4,8 @@ One table: for each config (``original``, ``small``: random weights of the relea
 sizes, written to the bilm-tf HDF5 so that both implementations load identical weights)
 and batch size (1, 32): tokens/s of each side, the ratio, max-abs-diff of pyelmo's fast
 path against its exact fp32 path and against AllenNLP, GEMM fraction (useful FLOPs/s /
-fp32 matmul rate measured in the same process, same run) and peak RSS of the process.
+the machine's fp32 matmul rate: the faster of ``torch.mm`` and oneDNN on a 2048^3 product,
+measured in the same process, same run) and peak RSS of the process.
 
 Each (side, config, batch size) runs in its own worker process (so its peak RSS is its
 own); the two sides' timed runs are interleaved (pyelmo, AllenNLP, pyelmo, ...) and the
@@ -44,16 +45,27 @@ MATMUL_N = 2048
 
 
 # -- shared helpers (stdlib + torch only: they run in both environments) ------------------
-def matmul_rate(torch) -> float:
-    """fp32 GFLOP/s of a 2048^3 matrix product (median of 5)."""
+def matmul_rate(torch) -> dict:
+    """fp32 GFLOP/s of a 2048^3 matrix product (median of 5): ``torch.mm`` (MKL here) and oneDNN
+    with a prepacked weight (the library pyelmo's fast path uses; absent: 0). On this AMD CPU
+    oneDNN is the faster of the two, so the machine's rate is the larger one."""
     a, b = torch.randn(MATMUL_N, MATMUL_N), torch.randn(MATMUL_N, MATMUL_N)
-    a @ b
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - start)
-    return 2 * MATMUL_N**3 / statistics.median(times) / 1e9
+    runs = {"mkl": lambda: a @ b}
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(b, MATMUL_N)
+        runs["onednn"] = lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")
+    except (AttributeError, RuntimeError):
+        pass
+    rates = {"mkl": 0.0, "onednn": 0.0}
+    for name, run in runs.items():
+        run()
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        rates[name] = 2 * MATMUL_N**3 / statistics.median(times) / 1e9
+    return rates
 
 
 def peak_rss_mb() -> float:
@@ -288,9 +300,11 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
                 flops = flops_per_position(preset(name))
                 for k in sides:
                     seconds = statistics.median(s["seconds"] for s in samples[k])
-                    gflops = statistics.median(s["gflops"] for s in samples[k])
-                    row[k] = {"tok_s": tokens / seconds, "gemm": tokens * flops / seconds / 1e9 / gflops,
-                              "matmul_gflops": gflops, "rss_mb": sides[k].ask(op="rss")["rss_mb"]}
+                    mkl = statistics.median(s["gflops"]["mkl"] for s in samples[k])
+                    onednn = statistics.median(s["gflops"]["onednn"] for s in samples[k])
+                    row[k] = {"tok_s": tokens / seconds, "gemm": tokens * flops / seconds / 1e9 / max(mkl, onednn),
+                              "matmul_gflops": max(mkl, onednn), "mkl_gflops": mkl, "onednn_gflops": onednn,
+                              "rss_mb": sides[k].ask(op="rss")["rss_mb"]}
             finally:
                 for w in sides.values():
                     w.close()
@@ -301,7 +315,7 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
 
 def print_table(rows: list[dict]) -> None:
     header = ("config", "batch", "pyelmo tok/s", "AllenNLP tok/s", "ratio", "diff vs exact", "diff vs AllenNLP",
-              "GEMM frac pyelmo", "GEMM frac AllenNLP", "matmul GF/s", "peak RSS MB pyelmo / AllenNLP")
+              "GEMM frac pyelmo", "GEMM frac AllenNLP", "GEMM GF/s torch.mm / oneDNN", "peak RSS MB pyelmo / AllenNLP")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for r in rows:
@@ -310,7 +324,7 @@ def print_table(rows: list[dict]) -> None:
             r["config"], str(r["batch"]), f"{p['tok_s']:.1f}", f"{a['tok_s']:.1f}" if a else "-",
             f"{p['tok_s'] / a['tok_s']:.2f}x" if a else "-", f"{r['diff_exact']:.2e}",
             f"{r['diff_allennlp']:.2e}" if a else "-", f"{100 * p['gemm']:.0f}%",
-            f"{100 * a['gemm']:.0f}%" if a else "-", f"{p['matmul_gflops']:.0f}",
+            f"{100 * a['gemm']:.0f}%" if a else "-", f"{p['mkl_gflops']:.0f} / {p['onednn_gflops']:.0f}",
             f"{p['rss_mb']:.0f} / {a['rss_mb']:.0f}" if a else f"{p['rss_mb']:.0f}",
         ]) + " |")
         if "pyelmo-bf16" in r:  # the explicit reduced-precision mode (--bf16): its error is the diff vs exact

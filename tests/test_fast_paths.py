@@ -4,6 +4,7 @@ computes the same numbers as the plain differentiable path, within 1e-5."""
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import h5py
@@ -15,11 +16,21 @@ from pyelmo.bilm import BiLM
 from pyelmo.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.embed import ElmoEmbedder, token_budget_batches
-from pyelmo.fast import (PackedBatch, TokenCache, char_cnn_gemm, encode_tokens, encode_tokens_gemm,
-                         run_lstm_layer_pair)
+from pyelmo import fast
+from pyelmo.fast import (EXACT, PackedBatch, Products, TokenCache, char_cnn_gemm, encode_tokens, encode_tokens_gemm,
+                         onednn_available, run_lstm_layer_pair)
 from pyelmo.weights import load_bilm_hdf5
 
 ATOL = 1e-5
+
+
+@pytest.fixture(autouse=True, params=["onednn", "torch.mm"])
+def products_backend(request, monkeypatch) -> str:
+    """Every test runs twice: float32 products through oneDNN for every size, and through torch.mm only."""
+    if request.param == "onednn" and not onednn_available():
+        pytest.skip("this PyTorch build has no oneDNN")
+    monkeypatch.setattr(fast, "ONEDNN_MIN_WORK", 0 if request.param == "onednn" else math.inf)
+    return request.param
 
 
 def _config(skip: bool = True, activation: str = "relu", clip: float | None = 3.0) -> ElmoConfig:
@@ -133,8 +144,9 @@ def test_char_cnn_as_one_product_equals_convolutions(activation):
     with torch.no_grad():
         chars = encoder.char_embedding(ids).transpose(1, 2)
         expected = torch.cat([encoder.activation(conv(chars).amax(-1)) for conv in encoder.convolutions], -1)
-        assert (char_cnn_gemm(encoder, ids) - expected).abs().max() < ATOL
-        assert (encode_tokens_gemm(encoder, ids) - encoder(ids)).abs().max() < ATOL
+        for products in (EXACT, Products(None)):  # plain torch.mm; oneDNN where the fixture allows it
+            assert (char_cnn_gemm(encoder, ids, products) - expected).abs().max() < ATOL
+            assert (encode_tokens_gemm(encoder, ids, products) - encoder(ids)).abs().max() < ATOL
 
 
 def test_token_cache_equals_encoder_and_stays_bounded():
@@ -158,6 +170,19 @@ def test_token_cache_follows_weight_updates():
         encode_tokens(encoder, ids, cache)
         encoder.projection.bias.add_(1.0)  # in-place update, as an optimizer step does
         assert (encode_tokens(encoder, ids, cache) - encoder(ids)).abs().max() < ATOL
+
+
+def test_prepared_weights_follow_weight_updates():
+    """Weights packed (oneDNN) or cast (bf16) for the fast path are remade when the parameters change."""
+    model = _model()
+    ids = batch_to_ids(_sentences(6, seed=6))
+    _layers(model, ids, fast=True)  # prepares the weights
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.5)  # in place, as an optimizer step does
+    assert (_layers(model, ids, fast=True) - _layers(model, ids, fast=False)).abs().max() < ATOL
+    model.load_state_dict(_model(seed=1).state_dict())
+    assert (_layers(model, ids, fast=True) - _layers(model, ids, fast=False)).abs().max() < ATOL
 
 
 def test_packed_batch_covers_every_position_once():

@@ -73,12 +73,12 @@ class BiLM(nn.Module):
         self._states: list[torch.Tensor] | None = None  # h and c per (direction, layer): (2, L, rows, size)
         self.use_fast_path = True
         self.token_cache = None  # an optional pyelmo.fast.TokenCache (used by the inference fast path only)
-        self.inference_products = None  # a pyelmo.fast.Products in reduced precision (see inference_dtype)
+        self.inference_dtype = None  # sets inference_products: how the fast path runs its matrix products
 
     @property
     def inference_dtype(self) -> torch.dtype | None:
         """``None`` (exact float32) or ``torch.bfloat16``: the precision of the fast path's matrix products."""
-        return self.inference_products.dtype if self.inference_products is not None else None
+        return self.inference_products.dtype
 
     @inference_dtype.setter
     def inference_dtype(self, dtype: torch.dtype | None) -> None:
@@ -86,7 +86,7 @@ class BiLM(nn.Module):
 
         if dtype not in (None, torch.float32, torch.bfloat16):
             raise ValueError(f"inference_dtype must be None, torch.float32 or torch.bfloat16, got {dtype}")
-        self.inference_products = Products(dtype) if dtype not in (None, torch.float32) else None
+        self.inference_products = Products(None if dtype == torch.float32 else dtype)
 
     # -- states ---------------------------------------------------------------------------
     def reset_states(self) -> None:
