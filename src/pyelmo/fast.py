@@ -41,9 +41,11 @@ from collections import OrderedDict
 
 import torch
 
+from pyelmo.characters import PAD_CHAR
 from pyelmo.encoder import TokenEncoder
 from pyelmo.lstm import FORGET_BIAS, LstmWithProjection
 
+PAD_ID = PAD_CHAR + 1  # the padding character's id (ids are shifted by +1)
 #: Token rows per chunk in the convolution product: bounds its (n_filters, rows * max_chars) buffer.
 CONV_CHUNK_TOKENS = 256
 #: Products of fewer multiply-adds (rows x weight size) run faster with plain ``torch.mm``:
@@ -88,7 +90,7 @@ class Products:
 
     def weight(self, w: torch.Tensor, packed: bool) -> torch.Tensor:
         """``w`` in this path's precision, prepacked for oneDNN if ``packed``."""
-        key = (w.data_ptr(), w._version, w.dtype, w.device, tuple(w.shape))
+        key = (w.data_ptr(), w._version)  # a new dtype, device or shape means new storage
         cached = self._weights.get((id(w), packed))
         if cached is None or cached[0]() is not w or cached[1] != key:
             prepared = w.detach() if self.dtype is None else w.detach().to(self.dtype)
@@ -171,19 +173,33 @@ def _packed_conv_weights(encoder: TokenEncoder) -> tuple[torch.Tensor, torch.Ten
 def char_cnn_gemm(encoder: TokenEncoder, char_ids: torch.Tensor, products: Products = EXACT) -> torch.Tensor:
     """The character CNN (embedding, convolutions, max over positions, activation): ``(N, C) -> (N, n_filters)``.
 
-    One product ``windows (N * C, widest * emb) @ W^T`` gives every filter's response at
-    every position as ``(N, C, n_filters)``; each filter group's max runs over its valid
-    positions ``0 .. C - width`` (the zero-padded tail positions are left out), and the
-    bias and activation come after the max (both commute with it).
+    One product ``windows (N * positions, widest * emb) @ W^T`` gives every filter's
+    response at every window start; each filter group's max runs over its valid starts
+    ``0 .. C - width`` (the zero-padded tail is left out), and the bias and activation come
+    after the max (both commute with it). Windows that start after the rows' last
+    non-padding character hold padding characters only: they all give one response per
+    filter, computed once instead of at each of those starts.
     """
     weight, bias, groups = _packed_conv_weights(encoder)
     n_tokens, n_chars = char_ids.shape
-    widest = weight.shape[1] // encoder.config.embedding_dim
-    chars = torch.nn.functional.pad(encoder.char_embedding(char_ids), (0, 0, 0, widest - 1))  # (N, C + w - 1, emb)
-    windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * n_chars, -1)  # (N * C, widest * emb)
-    responses = products.mm(windows, weight).view(n_tokens, n_chars, -1)
-    pooled = torch.cat([responses[:, : n_chars - w + 1, a:b].amax(dim=1) for a, b, w in groups], dim=1)
-    return encoder.activation(pooled + bias)
+    emb = encoder.config.embedding_dim
+    widest = weight.shape[1] // emb
+    not_padding = char_ids.ne(PAD_ID)
+    used = int((not_padding * torch.arange(1, n_chars + 1, device=char_ids.device)).amax()) if n_tokens else 0
+    starts = max(used, 1)  # window starts computed one by one: 0 .. starts - 1
+    chars = torch.nn.functional.pad(encoder.char_embedding(char_ids[:, : min(n_chars, starts + widest - 1)]),
+                                    (0, 0, 0, starts + widest - 1 - min(n_chars, starts + widest - 1)))
+    windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * starts, widest * emb)
+    responses = products.mm(windows, weight).view(n_tokens, starts, -1)
+    padding_window = encoder.char_embedding.weight[PAD_ID].repeat(widest)[None]  # (1, widest * emb)
+    padding_response = products.mm(padding_window, weight)[0]
+    pooled = []
+    for a, b, w in groups:
+        group = responses[:, : min(starts, n_chars - w + 1), a:b].amax(dim=1)
+        if starts <= n_chars - w:  # some valid windows hold padding only
+            group = torch.maximum(group, padding_response[a:b])
+        pooled.append(group)
+    return encoder.activation(torch.cat(pooled, dim=1) + bias)
 
 
 def encode_tokens_gemm(encoder: TokenEncoder, char_ids: torch.Tensor, products: Products = EXACT) -> torch.Tensor:
@@ -352,8 +368,12 @@ def run_lstm_layer_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, pa
     layer = pair[0]
     dim, cell_clip, proj_clip = layer.dim, layer.cell_clip, layer.proj_clip
     biases = [_input_gate_bias(lay) for lay in pair]
+    input_w = [lay.input_gates.weight for lay in pair]
+    state_w = [lay.state_gates.weight for lay in pair]
+    projection_w = [lay.projection.weight for lay in pair]
     outputs = inputs.new_empty(2, packed.n_packed, layer.projection_dim)
     offsets, sizes = packed.offsets, packed.batch_sizes
+    h_prev = h  # the previous step's outputs; its first sizes[t] rows are the rows running at step t
     t0 = 0
     while t0 < len(sizes):
         t1 = t0 + 1  # a block of steps whose input-to-gate products are computed in one product
@@ -361,21 +381,24 @@ def run_lstm_layer_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, pa
             t1 += 1
         base = offsets[t0]
         gates_block = inputs.new_empty(2, offsets[t1] - base, 4 * dim)
-        for d, lay in enumerate(pair):
-            products.addmm(biases[d], inputs[d, base : offsets[t1]], lay.input_gates.weight, out=gates_block[d])
+        for d in (0, 1):
+            products.addmm(biases[d], inputs[d, base : offsets[t1]], input_w[d], out=gates_block[d])
         for t in range(t0, t1):
             n, start = sizes[t], offsets[t] - base
             gates = gates_block[:, start : start + n]  # (2, n, 4H)
-            for d, lay in enumerate(pair):
-                products.addmm_(gates[d], h[d, :n], lay.state_gates.weight)
+            for d in (0, 1):
+                products.addmm_(gates[d], h_prev[d, :n], state_w[d])
             hidden = lstm_cell_update(gates, c[:, :n], dim, cell_clip)
-            h_t = outputs[:, offsets[t] : offsets[t] + n]
-            for d, lay in enumerate(pair):
-                products.mm_out(hidden[d], lay.projection.weight, out=h_t[d])
+            h_prev = outputs[:, offsets[t] : offsets[t] + n]
+            for d in (0, 1):
+                products.mm_out(hidden[d], projection_w[d], out=h_prev[d])
             if proj_clip is not None:
-                h_t.clamp_(-proj_clip, proj_clip)
-            h[:, :n] = h_t
+                h_prev.clamp_(-proj_clip, proj_clip)
         t0 = t1
+    for t, n in enumerate(sizes):  # final states: rows sizes[t + 1] .. n - 1 end at step t
+        ending = sizes[t + 1] if t + 1 < len(sizes) else 0
+        if ending < n:
+            h[:, ending:n] = outputs[:, offsets[t] + ending : offsets[t] + n]
     return outputs
 
 
