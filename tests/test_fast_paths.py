@@ -172,6 +172,15 @@ def test_token_cache_follows_weight_updates():
         assert (encode_tokens(encoder, ids, cache) - encoder(ids)).abs().max() < ATOL
 
 
+def test_onednn_row_sizes_are_few_and_close():
+    """oneDNN keeps a kernel per input shape: row counts are padded to a few sizes, with little waste."""
+    sizes = [fast.onednn_rows(rows) for rows in range(1, 13_000)]
+    assert all(size >= rows for rows, size in enumerate(sizes, start=1))
+    assert sizes[:16] == list(range(1, 17))  # small products (one step of a few sentences) are not padded
+    assert all(size <= 1.125 * rows + 8 for rows, size in enumerate(sizes, start=1))
+    assert len(set(sizes)) <= 64
+
+
 def test_prepared_weights_follow_weight_updates():
     """Weights packed (oneDNN) or cast (bf16) for the fast path are remade when the parameters change."""
     model = _model()

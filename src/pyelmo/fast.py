@@ -36,6 +36,8 @@ on CPUs with bfloat16 instructions.
 
 from __future__ import annotations
 
+import functools
+import math
 import weakref
 from collections import OrderedDict
 
@@ -62,6 +64,20 @@ def onednn_available() -> bool:
                 and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
     except (AttributeError, RuntimeError):
         return False
+
+
+@functools.lru_cache(maxsize=4096)
+def onednn_rows(rows: int) -> int:
+    """``rows`` rounded up to one of a few sizes (exact to 16, then steps of ~12.5%, multiples of 8).
+
+    oneDNN compiles and keeps a kernel for every input shape it sees (about 0.6 MB each
+    here), so products of freely varying row counts would grow the process's memory with
+    every new length; padding the rows to these sizes bounds it.
+    """
+    size = rows if rows <= 16 else 16
+    while size < rows:
+        size = max(size + 8, math.ceil(size * 1.125 / 8) * 8)
+    return size
 
 
 class Products:
@@ -103,9 +119,12 @@ class Products:
     def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ w.T (+ bias)`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``)."""
         if self._uses_onednn(x, w):
+            rows, padded = x.shape[0], onednn_rows(x.shape[0])
+            if padded != rows:  # a few shapes only: oneDNN keeps a compiled kernel per shape
+                x = torch.cat([x, x.new_zeros(padded - rows, x.shape[1])])
             x = x.contiguous() if self.dtype is None else x.to(self.dtype)
             exact_bias = bias if self.dtype is None else None
-            y = torch.ops.mkldnn._linear_pointwise(x, self.weight(w, packed=True), exact_bias, "none", [], "")
+            y = torch.ops.mkldnn._linear_pointwise(x, self.weight(w, packed=True), exact_bias, "none", [], "")[:rows]
             if self.dtype is None:
                 return y
         elif self.dtype is None:
