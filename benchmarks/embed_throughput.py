@@ -401,19 +401,23 @@ def end_to_end(args, workdir: Path) -> None:
 
 
 def memory_check(args, workdir: Path) -> None:
-    """Peak RSS of ``pyelmo embed --top`` on 20k vs 200k lines (``--memory-lines``) with a tiny model."""
+    """Peak RSS of ``pyelmo embed --top`` on 20k vs 200k lines (``--memory-lines``); model ``--memory-config``."""
     import torch
 
     from pyelmo.bilm import BiLM
     from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
     from pyelmo.weights import save_bilm_hdf5
 
-    torch.manual_seed(0)
-    config = ElmoConfig(char_cnn=CharCNNConfig(filters=((1, 8), (2, 8), (3, 16)), n_highway=1, embedding_dim=4),
-                        lstm=LSTMConfig(dim=32, projection_dim=16))
-    options, weights = workdir / "tiny_options.json", workdir / "tiny_weights.hdf5"
-    save_bilm_hdf5(BiLM(config), options, weights)
-    print(f"\nPeak memory of `pyelmo embed --top` (tiny model, --threads {args.memory_threads}, defaults otherwise):")
+    if args.memory_config == "tiny":
+        torch.manual_seed(0)
+        config = ElmoConfig(char_cnn=CharCNNConfig(filters=((1, 8), (2, 8), (3, 16)), n_highway=1, embedding_dim=4),
+                            lstm=LSTMConfig(dim=32, projection_dim=16))
+        options, weights = workdir / "tiny_options.json", workdir / "tiny_weights.hdf5"
+        save_bilm_hdf5(BiLM(config), options, weights)
+    else:
+        options, weights = write_model(args.memory_config, workdir)
+    print(f"\nPeak memory of `pyelmo embed --top` ({args.memory_config} model, --threads {args.memory_threads}, "
+          "defaults otherwise):")
     print("| lines | seconds | peak RSS MB |\n|---|---|---|")
     results = []
     for n in args.memory_lines:
@@ -450,6 +454,8 @@ def main() -> None:
     parser.add_argument("--e2e-config", default="small")
     parser.add_argument("--e2e-reference-lines", type=int, default=1000)
     parser.add_argument("--memory-check", action="store_true")
+    parser.add_argument("--memory-config", default="tiny", choices=["tiny", "small", "original"],
+                        help="model of the memory check (tiny: random 32-cell biLM; others: released sizes)")
     parser.add_argument("--memory-threads", type=int, default=1, help="threads for the memory check (default 1)")
     parser.add_argument("--memory-lines", default="20000,200000", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument("--workdir", help="where to keep models and data (default: a temporary folder)")
