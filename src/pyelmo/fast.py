@@ -11,7 +11,8 @@ and what training differentiates through. When gradients are off (``torch.no_gra
 - **convolutions as one matrix multiply** (:func:`char_cnn_gemm`): all filters are
   zero-padded to the widest one and applied as a single ``(positions, width * emb) @
   (width * emb, n_filters)`` product, then each filter's max runs over its valid
-  positions only (the plain ``nn.Conv1d`` per width was slower here);
+  positions only (the plain ``nn.Conv1d`` per width was slower here); windows holding
+  padding characters only all give one response, computed once per filter;
 - **prepacked weights** (:class:`Products`): the matrix products run through oneDNN
   with every weight reordered once into its blocked layout, 2-4x the speed of
   ``torch.mm`` (MKL) on this path's shapes on the AMD CPUs measured, in float32;
@@ -31,7 +32,7 @@ product of this path with bfloat16 inputs and weights (bfloat16 copies kept besi
 fp32 parameters); sums, states and nonlinearities stay float32. It is an explicit
 reduced-precision mode: outputs differ from the exact path by about 0.5% of their largest
 value (measured in ``benchmarks/embed_throughput.py``), in exchange for faster products on
-CPUs with bfloat16 instructions (1.0-2.2x the exact path's speed end to end there).
+CPUs with bfloat16 instructions (1.0-2.2x the exact path's speed per batch there).
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ EXACT = Products(None, onednn=False)
 _CONV_WEIGHTS: "weakref.WeakKeyDictionary[TokenEncoder, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _packed_conv_weights(encoder: TokenEncoder) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int, int]]]:
+def _padded_conv_weights(encoder: TokenEncoder) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int, int]]]:
     """All convolution filters zero-padded to the widest: ``W (n_filters, widest * emb)`` in
     ``[offset, emb]`` order, the biases, and ``(first column, end column, width)`` of each filter
     group. Made once per encoder and remade when its convolutions' weights change."""
@@ -199,7 +200,7 @@ def char_cnn_gemm(encoder: TokenEncoder, char_ids: torch.Tensor, products: Produ
     non-padding character hold padding characters only: they all give one response per
     filter, computed once instead of at each of those starts.
     """
-    weight, bias, groups = _packed_conv_weights(encoder)
+    weight, bias, groups = _padded_conv_weights(encoder)
     n_tokens, n_chars = char_ids.shape
     emb = encoder.config.embedding_dim
     widest = weight.shape[1] // emb

@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                              "reusing the segments it finished")
     parser.add_argument("--bf16", action="store_true",
                         help="reduced precision: matrix products in bfloat16 (states and sums stay float32); "
-                             "1.1-2.1x the exact mode's speed on CPUs with bfloat16 instructions; vectors differ from the "
+                             "1.0-2.2x the exact mode's speed on CPUs with bfloat16 instructions; vectors differ from the "
                              "exact ones by about 0.5%% of their largest value (see benchmarks/RESULTS.md)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
