@@ -317,6 +317,22 @@ def test_shards_merge_to_the_unsharded_file(tmp_path):
         assert set(f) == {str(i) for i in range(1, len(sentences), 3)} | {"sentence_to_index"}
 
 
+needs_bf16 = pytest.mark.skipif(not fast.bf16_supported(), reason="this CPU has no bfloat16 instructions")
+
+
+@pytest.mark.skipif(fast.bf16_supported(), reason="this CPU has bfloat16 instructions")
+def test_bf16_mode_falls_back_to_exact_without_bf16_instructions(tmp_path):
+    """Where bfloat16 products would be far slower than float32, the bf16 modes warn and stay exact."""
+    model = _model()
+    ids = batch_to_ids(_sentences(5, seed=3))
+    exact = _layers(model, ids, fast=True)
+    with pytest.warns(RuntimeWarning, match="no bfloat16 matrix instructions"):
+        model.inference_dtype = torch.bfloat16
+    assert model.inference_dtype is None
+    assert (_layers(model, ids, fast=True) - exact).abs().max() == 0
+
+
+@needs_bf16
 def test_bf16_mode_is_close_to_exact_and_switches_back():
     """The explicit reduced-precision mode: bfloat16 products, float32 states; relative error ~1e-2."""
     model = _model()
@@ -343,6 +359,7 @@ def test_bf16_mode_is_close_to_exact_and_switches_back():
         model.inference_dtype = torch.float16
 
 
+@needs_bf16
 def test_embed_bf16_flag(tmp_path):
     from pyelmo.cli import main
     from pyelmo.weights import save_bilm_hdf5

@@ -82,10 +82,13 @@ class BiLM(nn.Module):
 
     @inference_dtype.setter
     def inference_dtype(self, dtype: torch.dtype | None) -> None:
-        from pyelmo.fast import Products
+        from pyelmo.fast import Products, usable_bf16
 
         if dtype not in (None, torch.float32, torch.bfloat16):
             raise ValueError(f"inference_dtype must be None, torch.float32 or torch.bfloat16, got {dtype}")
+        on_cpu = next(self.parameters()).device.type == "cpu"
+        if dtype == torch.bfloat16 and on_cpu and not usable_bf16(True):
+            dtype = None
         self.inference_products = Products(None if dtype == torch.float32 else dtype)
 
     # -- states ---------------------------------------------------------------------------

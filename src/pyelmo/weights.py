@@ -15,26 +15,10 @@ import torch
 from pyelmo.bilm import BACKWARD, FORWARD, BiLM
 from pyelmo.config import ElmoConfig
 from pyelmo.errors import WeightFileError
+from pyelmo.fileio import PathLike, atomic_path, write_text_atomic  # noqa: F401  (re-exported for callers)
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-PathLike = str | os.PathLike
-
-
-# -- small atomic-write helper ------------------------------------------------------------
-def atomic_path(path: Path) -> Path:
-    """A temporary sibling of ``path``; write there, then ``os.replace`` it onto ``path``."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
-def write_text_atomic(path: PathLike, text: str) -> None:
-    path = Path(path)
-    tmp = atomic_path(path)
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _readable_file(path: PathLike, what: str) -> Path:

@@ -61,7 +61,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--bf16", action="store_true",
                         help="reduced precision: matrix products in bfloat16 (states and sums stay float32); "
                              "1.0-2.2x the exact mode's speed on CPUs with bfloat16 instructions; vectors differ from the "
-                             "exact ones by about 0.5%% of their largest value (see benchmarks/RESULTS.md)")
+                             "exact ones by about 0.5%% of their largest value (see benchmarks/RESULTS.md); on a CPU "
+                             "without bfloat16 instructions (e.g. AVX2 only) it warns and computes exact float32")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run, output_format="all")

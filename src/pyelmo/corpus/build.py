@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from pyelmo.corpus import splits
+from pyelmo.fileio import write_bytes_atomic
 from pyelmo.corpus.fetch import fetch_package
 from pyelmo.corpus.sources import SOURCES
 from pyelmo.errors import InputError
@@ -134,15 +135,6 @@ def _work(task: tuple[str, bool, list[str]]) -> tuple[str, list[str], int, int, 
 
 
 # ---------------------------------------------------------------- stats / files
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def files_hash(outdir: Path, files: list[str]) -> str:
@@ -319,7 +311,7 @@ def build_corpus(
         "content_hash": hashlib.sha256("".join(f"{f['path']}\t{f['sha256']}\n" for f in files).encode()).hexdigest(),
         "build_seconds": round(time.time() - t0, 1),
     }
-    _atomic_write(out / "stats.json", (json.dumps(stats, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+    write_bytes_atomic(out / "stats.json", (json.dumps(stats, indent=2, sort_keys=False) + "\n").encode("utf-8"))
     log(f"built {out}: {totals['train']['tokens']:,} training tokens from {len(names)} sources "
         f"in {stats['build_seconds']:.0f}s")
     return stats
@@ -338,7 +330,7 @@ def _write_shards(out: Path, rows: dict[str, list[tuple[bytes, str]]], shard_lin
             chunk = items[start : start + shard_lines]
             data = "".join(s + "\n" for _, s in chunk).encode("utf-8")
             name = f"shard-{k:05d}.txt"
-            _atomic_write(d / name, data)
+            write_bytes_atomic(d / name, data)
             names.append(name)
             files.append({"path": f"{sp}/{name}", "size": len(data), "lines": len(chunk),
                           "sha256": hashlib.sha256(data).hexdigest()})

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from pyelmo.errors import PyelmoError
+from pyelmo.fileio import atomic_path, write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: F401
 from pyelmo.paths import user_cache_dir
 
 #: Bumped whenever the cached vector layout or its computation changes.
@@ -65,29 +66,6 @@ def tokenize(text: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- atomic output
-
-
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to a temporary sibling, then rename it onto ``path``."""
-    path = Path(path)
-    tmp = _tmp(path)
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
 # --------------------------------------------------------------------------- model identity
@@ -158,7 +136,7 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
             bar.update(1)
     if cache_file is not None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = _tmp(cache_file)
+        tmp = atomic_path(cache_file)
         try:
             with open(tmp, "wb") as fh:
                 np.savez(fh, vectors=out)

@@ -24,6 +24,7 @@ import torch
 
 from pyelmo.config import ElmoConfig
 from pyelmo.errors import PyelmoError
+from pyelmo.fast import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
 from pyelmo.training.data import DataOrder, TokenizedText, eval_batches, shard
 from pyelmo.training.model import LanguageModel
@@ -233,6 +234,8 @@ class Trainer:
         if self.model.vocab_size != len(vocab):
             raise DataError(f"softmax has {self.model.vocab_size} rows but the vocabulary {len(vocab)} words")
         self.model.to(self.dist.device)
+        if config.train.bf16 and self.dist.device.type == "cpu":
+            usable_bf16(True)  # warns where the CPU lacks bfloat16 instructions (autocast() then stays float32)
 
         max_chars = self.model.bilm.config.char_cnn.max_characters_per_token
         d = config.data
@@ -327,7 +330,7 @@ class Trainer:
 
     # -- one step --------------------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
-        if self.config.train.bf16:
+        if self.config.train.bf16 and (self.dist.device.type != "cpu" or bf16_supported()):
             return torch.autocast(device_type=self.dist.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 

@@ -1,0 +1,50 @@
+"""Writing files so that nothing half-written is ever left under the final name.
+
+Every output pyelmo writes goes through here: to a temporary sibling first
+(``.NAME.PID.tmp``), then ``os.replace`` onto the final path, and the temporary
+file is removed if anything fails on the way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+PathLike = str | os.PathLike
+
+
+def atomic_path(path: PathLike) -> Path:
+    """A temporary sibling of ``path``; write there, then ``os.replace`` it onto ``path``."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+@contextlib.contextmanager
+def atomic_writer(path: PathLike) -> Iterator[Path]:
+    """``with atomic_writer(path) as tmp: write(tmp)``: ``tmp`` becomes ``path`` only on success."""
+    path = Path(path)
+    tmp = atomic_path(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_bytes_atomic(path: PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_writer(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text_atomic(path: PathLike, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON (with a final newline) to ``path`` atomically."""
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
