@@ -26,17 +26,29 @@ def load(model: str | os.PathLike | None = None, weight_file: str | os.PathLike 
 
     - ``load()``: the shipped English model;
     - ``load(DIR)``: a native model directory (``config.json`` + ``model.safetensors``);
-    - ``load(OPTIONS_JSON, WEIGHTS_HDF5)``: the released bilm-tf format.
+    - ``load(OPTIONS_JSON, WEIGHTS_HDF5)``: the released bilm-tf format;
+    - ``load("original")`` (``small``, ``medium``, ``original-5.5b``, ``pubmed``; ``english`` is
+      the shipped model), a URL, or a ``.zip``/``.tar.gz`` archive or folder holding an options
+      JSON and a bilm-tf HDF5 file (the NLPL layout): downloaded once into the cache
+      (``pyelmo.hub``) and verified.
     """
-    from pyelmo.weights import from_pretrained, load_bilm_hdf5
+    from pyelmo import hub
+    from pyelmo.weights import CONFIG_NAME, from_pretrained, load_bilm_hdf5
 
     if weight_file is not None:
         if model is None:
             raise WeightFileError("a weight file needs its options file")
         return load_bilm_hdf5(model, weight_file)
-    if model is None:
+    if model is None or model == "english":
         return from_pretrained(default_model_dir())
     path = Path(model)
+    name = str(model)
+    if not path.exists() and (hub.is_url(name) or os.sep not in name) or path.is_file() and hub.is_archive(name):
+        files = hub.resolve(name)
+        return load_bilm_hdf5(files.options, files.weights)
+    if path.is_dir() and not (path / CONFIG_NAME).exists() and any(path.glob("*.hdf5")):
+        files = hub.find_model_files(path)  # an unpacked released model (e.g. NLPL's options.json + model.hdf5)
+        return load_bilm_hdf5(files.options, files.weights)
     if path.is_file():
         raise WeightFileError(
             f"{path} is a file; give a model directory, or the options file together with its weight file"

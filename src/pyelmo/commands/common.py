@@ -10,11 +10,15 @@ from pyelmo.errors import InputError
 def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) -> None:
     """--model, and (with ``released``) --options-file / --weight-file."""
     group = parser.add_argument_group("model (default: the shipped English model)")
-    group.add_argument("--model", metavar="DIR", help="native model directory (config.json + model.safetensors)")
-    if released:
-        group.add_argument("--options-file", metavar="JSON", help="released-format options file (with --weight-file)")
-        group.add_argument("--weight-file", metavar="HDF5",
-                           help="released-format bilm-tf weight file (with --options-file)")
+    if not released:
+        group.add_argument("--model", metavar="DIR", help="native model directory (config.json + model.safetensors)")
+        return
+    group.add_argument("--model", metavar="NAME|DIR|URL",
+                       help="a released model by name (english, small, medium, original, original-5.5b, pubmed; "
+                            "see 'pyelmo models'; downloaded once into the cache), a model directory, or a URL "
+                            "or .zip/.tar.gz archive holding options.json + model.hdf5")
+    group.add_argument("--options-file", metavar="JSON", help="released-format options file (with --weight-file)")
+    group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
 
 def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:
