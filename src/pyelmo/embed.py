@@ -86,12 +86,19 @@ class ElmoEmbedder:
         """One ``(L, n_tokens, D)`` float32 array per sentence (an empty sentence gives ``(L, 0, D)``)."""
         if not batch:
             return []
+        if isinstance(batch, str) or any(isinstance(sentence, str) for sentence in batch):
+            raise InputError("pass each sentence as a list of tokens, not a string: e.g. text.split(), "
+                             "or embed_sentence(text, tokenize=True)")
         ids = batch_to_ids(batch, self.model.config.char_cnn.max_characters_per_token).to(self.device)
         layers = self.model(ids).layers.float().cpu().numpy()
         return [np.ascontiguousarray(layers[:, row, : len(sentence)]) for row, sentence in enumerate(batch)]
 
-    def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
-        """``(L, n_tokens, D)`` for one tokenized sentence."""
+    def embed_sentence(self, tokens: Sequence[str] | str, tokenize: bool = False) -> np.ndarray:
+        """``(L, n_tokens, D)`` for one tokenized sentence (``tokenize=True``: a string, split by ``pyelmo.tokenize``)."""
+        if tokenize and isinstance(tokens, str):
+            from pyelmo.tokenize import tokenize as split
+
+            tokens = split(tokens)
         return self.embed_batch([tokens])[0]
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None) -> Iterator[np.ndarray]:

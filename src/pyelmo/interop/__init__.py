@@ -1,0 +1,1 @@
+"""Other implementations' model formats: AllenNLP ``Elmo`` state dicts, ELMoForManyLangs model folders."""

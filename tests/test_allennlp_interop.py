@@ -1,0 +1,107 @@
+"""AllenNLP drop-in: their ``Elmo`` state dicts, ``word_inputs``/``vocab_to_cache``, empty sentences, string input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import pyelmo
+from pyelmo import Elmo, batch_to_ids
+from pyelmo.bilm import BiLM
+from pyelmo.errors import InputError
+from pyelmo.interop.allennlp import from_allennlp, to_allennlp
+from pyelmo.weights import load_options
+
+FIXTURE = Path(__file__).parent / "fixtures" / "allennlp-elmo"
+REF = Path(__file__).parent / "fixtures" / "reference" / "allennlp"
+
+
+def random_elmo(n: int = 2, **kwargs) -> Elmo:
+    """An Elmo of the reference model's size with random weights (nothing from the HDF5 file)."""
+    torch.manual_seed(1)
+    return Elmo(BiLM(load_options(REF / "options.json")), None, n, dropout=0.0, **kwargs).eval()
+
+
+def test_allennlp_state_dict_gives_allennlp_outputs():
+    """The state dict AllenNLP's own Elmo saved (noised weights, random mixes) -> their outputs to 1e-5."""
+    state = load_file(str(FIXTURE / "elmo_state_dict.safetensors"))
+    expected = load_file(str(FIXTURE / "outputs.safetensors"))
+    inputs = json.loads((FIXTURE / "inputs.json").read_text())
+    elmo = random_elmo()
+    elmo.load_state_dict(state)
+    with torch.no_grad():
+        out = elmo(batch_to_ids(inputs["sentences"]))
+    assert torch.equal(out["mask"].long(), expected["mask"])
+    for i in range(2):
+        got, want = out["elmo_representations"][i], expected[f"representation_{i}"]
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert out["elmo_representations"][0][3].abs().max() == 0  # the empty sentence: all padding
+
+
+def test_word_inputs_with_vocab_to_cache_match_allennlp():
+    state = load_file(str(FIXTURE / "elmo_state_dict.safetensors"))
+    expected = load_file(str(FIXTURE / "outputs.safetensors"))
+    inputs = json.loads((FIXTURE / "inputs.json").read_text())
+    elmo = random_elmo(vocab_to_cache=inputs["vocab"])
+    elmo.load_state_dict(state)
+    with torch.no_grad():
+        out = elmo(batch_to_ids(inputs["sentences"]), torch.tensor(inputs["word_ids"]))
+        words_only = elmo(None, torch.tensor(inputs["word_ids"]))
+    for i in range(2):
+        want = expected[f"word_inputs_representation_{i}"]
+        torch.testing.assert_close(out["elmo_representations"][i], want, atol=1e-5, rtol=0)
+        torch.testing.assert_close(words_only["elmo_representations"][i], want, atol=1e-5, rtol=0)
+    with pytest.raises(InputError, match="outside the cached vocabulary"):
+        elmo(None, torch.tensor([[len(inputs["vocab"])]]))
+
+
+def test_word_inputs_without_a_cached_vocabulary_warn_and_use_characters():
+    elmo = random_elmo(1)
+    ids = batch_to_ids([["a", "b"]])
+    with torch.no_grad(), pytest.warns(UserWarning, match="no vocab_to_cache"):
+        out = elmo(ids, torch.tensor([[1, 2]]))
+        assert torch.equal(out["elmo_representations"][0], elmo(ids)["elmo_representations"][0])
+
+
+def test_state_dict_conversion_round_trips_and_matches_key_names():
+    elmo = random_elmo()
+    with torch.no_grad():
+        for mix in elmo.scalar_mixes:
+            mix.scalar_parameters.normal_()
+    ours = elmo.state_dict()
+    theirs = to_allennlp(ours)
+    assert sorted(theirs) == json.loads((FIXTURE / "inputs.json").read_text())["state_dict_keys"]
+    back = from_allennlp(theirs)
+    assert sorted(back) == sorted(ours)
+    for key in ours:
+        torch.testing.assert_close(back[key], ours[key], atol=1e-7, rtol=0)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_empty_sentences_give_zero_length_outputs(grad):
+    elmo = random_elmo(1)
+    with torch.set_grad_enabled(grad):
+        out = elmo(batch_to_ids([["a", "b"], []]))
+        assert out["elmo_representations"][0].shape == (2, 2, 32)
+        assert out["mask"].tolist() == [[True, True], [False, False]]
+        only_empty = elmo(batch_to_ids([[]]))
+        assert only_empty["elmo_representations"][0].shape == (1, 0, 32)
+        assert only_empty["mask"].shape == (1, 0)
+        nothing = elmo(batch_to_ids([]))
+        assert nothing["elmo_representations"][0].shape == (0, 0, 32)
+
+
+def test_embed_sentence_rejects_a_string_and_tokenizes_on_request(tiny_model):
+    embedder = pyelmo.ElmoEmbedder(tiny_model)
+    with pytest.raises(InputError, match="list of tokens, not a string"):
+        embedder.embed_sentence("The bank closed.")
+    with pytest.raises(InputError, match="not a string"):
+        embedder.embed_batch(["The bank closed."])
+    got = embedder.embed_sentence("The bank closed.", tokenize=True)
+    np.testing.assert_array_equal(got, embedder.embed_sentence(["The", "bank", "closed", "."]))
