@@ -1,0 +1,1 @@
+"""pyelmo inside other libraries' pipelines (spaCy)."""

