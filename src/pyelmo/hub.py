@@ -95,7 +95,7 @@ RELEASES: dict[str, Release] = {r.name: r for r in [
     _release("original-5.5b", "2x4096_512_2048cnn_2xhighway_5.5B", "elmo_2x4096_512_2048cnn_2xhighway_5.5B",
              "original", "5.5B tokens: Wikipedia + WMT 2008-2012 news crawl"),
     _release("pubmed", "contributed/pubmed", "elmo_2x4096_512_2048cnn_2xhighway", "original",
-             "PubMed abstracts (contributed model)", weights_suffix="weights_PubMed_only",
+             "PubMed abstracts", weights_suffix="weights_PubMed_only",
              source="AllenNLP (contributed)"),
 ]}
 
@@ -486,8 +486,12 @@ def download(source: str, directory: PathLike | None = None, progress: bool = Tr
 
 def listing(root: PathLike | None = None) -> list[dict]:
     """One row per registered model: name, approximate size, dims, source, cached."""
-    rows = [{"name": "english", "size": "shipped", "dims": _dims(_shipped_config()), "source": "pyelmo (in the package)",
-             "cached": "yes"}]
+    from pyelmo.models import DEFAULT_MODEL_DIR
+
+    weights = DEFAULT_MODEL_DIR / "model.safetensors"
+    size = f"{weights.stat().st_size / 1e6:.0f} MB" if weights.exists() else "-"
+    rows = [{"name": "english", "size": size, "dims": _dims(_shipped_config()),
+             "source": "pyelmo: trained by this project, in the package (the default)", "cached": "yes"}]
     for release in RELEASES.values():
         rows.append({"name": release.name, "size": f"~{release.approx_bytes / 1e6:.0f} MB",
                      "dims": _dims(release.config), "source": f"{release.source}: {release.description}",
