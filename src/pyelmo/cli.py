@@ -11,7 +11,8 @@ import importlib
 import sys
 
 # Subcommand modules, in the order --help lists them.
-COMMANDS = ["demo", "embed", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate", "download"]
+COMMANDS = ["demo", "embed", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate", "download",
+            "convert"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -49,6 +49,12 @@ def load(model: str | os.PathLike | None = None, weight_file: str | os.PathLike 
     if path.is_dir() and not (path / CONFIG_NAME).exists() and any(path.glob("*.hdf5")):
         files = hub.find_model_files(path)  # an unpacked released model (e.g. NLPL's options.json + model.hdf5)
         return load_bilm_hdf5(files.options, files.weights)
+    if path.is_dir() and (path / CONFIG_NAME).is_file():
+        from pyelmo.interop import elmoformanylangs
+        from pyelmo.weights import read_native_config
+
+        if elmoformanylangs.is_converted(read_native_config(path)):  # converted by 'pyelmo convert'
+            return elmoformanylangs.load_converted(path)
     if path.is_file():
         raise WeightFileError(
             f"{path} is a file; give a model directory, or the options file together with its weight file"

@@ -31,6 +31,11 @@ _LSTM = "_elmo_lstm._elmo_lstm."
 _DERIVED = ("_elmo_lstm._word_embedding.weight", "_elmo_lstm._bos_embedding", "_elmo_lstm._eos_embedding")
 
 
+def lstm_direction(name: str) -> str:
+    """``forward`` / ``backward`` -> pyelmo's ``directions.0`` / ``directions.1``."""
+    return f"directions.{0 if name == 'forward' else 1}"
+
+
 def is_allennlp_state_dict(state_dict: Mapping[str, torch.Tensor]) -> bool:
     return any(key.startswith(ALLENNLP_PREFIXES) for key in state_dict)
 
@@ -39,6 +44,27 @@ def _swap_j_f(tensor: torch.Tensor) -> torch.Tensor:
     """Exchange the second and third quarters (gate order i, j, f, o <-> i, f, j, o); its own inverse."""
     i, a, b, o = tensor.chunk(4, dim=0)
     return torch.cat([i, b, a, o], dim=0)
+
+
+def highway_from_allennlp(weight_or_bias: torch.Tensor, base: str, kind: str) -> dict[str, torch.Tensor]:
+    """One AllenNLP highway ``Linear(n, 2n)`` tensor -> pyelmo's ``transform`` and ``carry`` (at ``base``)."""
+    transform, minus_carry = weight_or_bias.chunk(2, dim=0)
+    return {f"{base}.transform.{kind}": transform, f"{base}.carry.{kind}": -minus_carry}
+
+
+def lstm_from_allennlp(part: str, kind: str, value: torch.Tensor, base: str) -> dict[str, torch.Tensor]:
+    """One tensor of an AllenNLP ``LstmCellWithProjection`` -> pyelmo's ``LstmWithProjection`` (at ``base``)."""
+    if part == "state_projection" and kind == "weight":
+        return {f"{base}.projection.weight": value}
+    if part == "input_linearity" and kind == "weight":
+        return {f"{base}.input_gates.weight": _swap_j_f(value)}
+    if part == "state_linearity" and kind == "weight":
+        return {f"{base}.state_gates.weight": _swap_j_f(value)}
+    if part == "state_linearity":
+        bias = _swap_j_f(value).clone()
+        bias[2 * len(bias) // 4: 3 * len(bias) // 4] -= FORGET_BIAS  # pyelmo adds it at run time
+        return {f"{base}.input_gates.bias": bias}
+    raise WeightFileError(f"unexpected LSTM tensor {part}.{kind}")
 
 
 def from_allennlp(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -57,27 +83,12 @@ def from_allennlp(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
         elif m := re.fullmatch(re.escape(_ENCODER) + r"char_conv_(\d+)\.(weight|bias)", key):
             out[f"bilm.token_encoder.convolutions.{m.group(1)}.{m.group(2)}"] = value
         elif m := re.fullmatch(re.escape(_ENCODER) + r"_highways\._layers\.(\d+)\.(weight|bias)", key):
-            transform, minus_carry = value.chunk(2, dim=0)
-            base = f"bilm.token_encoder.highways.{m.group(1)}"
-            out[f"{base}.transform.{m.group(2)}"] = transform
-            out[f"{base}.carry.{m.group(2)}"] = -minus_carry
+            out.update(highway_from_allennlp(value, f"bilm.token_encoder.highways.{m.group(1)}", m.group(2)))
         elif m := re.fullmatch(re.escape(_ENCODER) + r"_projection\.(weight|bias)", key):
             out[f"bilm.token_encoder.projection.{m.group(1)}"] = value
         elif m := re.fullmatch(re.escape(_LSTM) + r"(forward|backward)_layer_(\d+)\.(\w+)\.(weight|bias)", key):
             direction, layer, part, kind = m.groups()
-            base = f"bilm.directions.{0 if direction == 'forward' else 1}.{layer}"
-            if part == "state_projection":
-                out[f"{base}.projection.weight"] = value
-            elif part == "input_linearity":
-                out[f"{base}.input_gates.weight"] = _swap_j_f(value)
-            elif part == "state_linearity" and kind == "weight":
-                out[f"{base}.state_gates.weight"] = _swap_j_f(value)
-            elif part == "state_linearity":
-                bias = _swap_j_f(value).clone()
-                bias[2 * len(bias) // 4: 3 * len(bias) // 4] -= FORGET_BIAS  # pyelmo adds it at run time
-                out[f"{base}.input_gates.bias"] = bias
-            else:
-                raise WeightFileError(f"AllenNLP state dict: unexpected key {key!r}")
+            out.update(lstm_from_allennlp(part, kind, value, f"bilm.{lstm_direction(direction)}.{layer}"))
         else:
             raise WeightFileError(f"AllenNLP state dict: unexpected key {key!r}")
     for k, params in mixes.items():
