@@ -223,7 +223,12 @@ def test_archive_without_a_model_is_refused(cache, tmp_path):
     archive.write_bytes(_zip({"README": b"nothing here"}))
     with pytest.raises(WeightFileError, match="holds no options JSON"):
         hub.resolve(str(archive))
-    assert not any((cache / "models").glob("archive-*/")) if (cache / "models").exists() else True
+    assert archive.exists()  # the user's own file stays
+    with FileServer({"/empty.zip": archive.read_bytes()}) as srv:
+        with pytest.raises(WeightFileError, match="holds no options JSON"):
+            hub.resolve(f"{srv.url}/empty.zip", progress=False)
+    kept = [p.name for p in (cache / "models").rglob("*") if p.is_file()]
+    assert [name for name in kept if name != "files.json" and not name.endswith(".lock")] == []
 
 
 def test_unknown_name_lists_the_known_ones(cache):

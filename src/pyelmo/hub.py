@@ -346,7 +346,12 @@ def fetch_url(url: str, root: PathLike | None = None, progress: bool = True) -> 
     name = url.rstrip("/").rsplit("/", 1)[-1]
     if is_archive(name):
         archive = fetch(url, directory / name, progress=progress)
-        return unpack_archive(archive, directory / "unpacked")
+        try:
+            return unpack_archive(archive, directory / "unpacked")
+        except PyelmoError:
+            archive.unlink(missing_ok=True)  # a bad download: fetch it again next time
+            Ledger(directory).forget(archive.name)
+            raise
     base = url.rsplit("/", 1)[0]
     weights = fetch(url, directory / WEIGHTS_NAME, progress=progress)
     options = fetch(f"{base}/{OPTIONS_NAME}", directory / OPTIONS_NAME, progress=progress)
