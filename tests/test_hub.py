@@ -64,7 +64,7 @@ def leftovers(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.rglob("*") if p.name.endswith((".part", ".tmp")))
 
 
-def test_name_downloads_verifies_and_loads_like_the_files(cache, server, tiny):
+def test_name_downloads_verifies_and_loads_like_the_files(cache, server, tiny, monkeypatch):
     import pyelmo
 
     model = pyelmo.load("tiny-test")
@@ -76,6 +76,7 @@ def test_name_downloads_verifies_and_loads_like_the_files(cache, server, tiny):
     assert ledger["weights.hdf5"]["url"] == tiny.weights_url
     assert leftovers(cache) == []
     # second use: from the cache, no request, works offline too
+    monkeypatch.setenv("PYELMO_OFFLINE", "1")
     count = len(server.requests)
     embedder = pyelmo.ElmoEmbedder("tiny-test")
     assert len(server.requests) == count
@@ -147,6 +148,28 @@ def test_cached_file_changed_on_disk_is_detected(cache, server, tiny):
         hub.resolve("tiny-test", progress=False)
     assert not files.weights.exists()
     assert hub.resolve("tiny-test", progress=False).weights.read_bytes() == WEIGHTS
+
+
+def test_a_later_download_must_match_the_digest_recorded_by_the_first(cache, server, tiny):
+    files = hub.resolve("tiny-test", progress=False)
+    files.weights.unlink()  # e.g. cleaned up by hand; the ledger keeps the digest
+    changed = bytearray(WEIGHTS)
+    changed[len(changed) // 2] ^= 0xFF
+    server.files["/m/weights.hdf5"] = bytes(changed)
+    with pytest.raises(hub.DownloadError, match="recorded at the first download"):
+        hub.resolve("tiny-test", progress=False)
+    assert not files.weights.exists() and leftovers(cache) == []
+
+
+def test_a_file_placed_by_hand_is_used_and_then_guarded(cache, tiny, monkeypatch):
+    monkeypatch.setenv("PYELMO_OFFLINE", "1")
+    folder = cache / "models" / "tiny-test"
+    folder.mkdir(parents=True)
+    (folder / "options.json").write_bytes(OPTIONS)
+    (folder / "weights.hdf5").write_bytes(WEIGHTS)
+    assert hub.resolve("tiny-test").weights == folder / "weights.hdf5"
+    ledger = json.loads((folder / "files.json").read_text())
+    assert ledger["weights.hdf5"]["sha256"] == hashlib.sha256(WEIGHTS).hexdigest()
 
 
 @pytest.mark.slow

@@ -216,6 +216,8 @@ def fetch(url: str, path: PathLike, sha256: str | None = None, size: int | None 
     with _lock(path):
         if path.exists():
             verify_cached(path, sha256=sha256, size=size, ledger=ledger)
+            if ledger.get(path.name) is None:  # put there by hand (offline): trust it from now on
+                ledger.record(path.name, url, path, sha256_file(path))
             return path
         if offline():
             raise _offline_error(path, url)
@@ -223,12 +225,13 @@ def fetch(url: str, path: PathLike, sha256: str | None = None, size: int | None 
         _download(url, part, progress)
         try:
             recorded = ledger.get(path.name)
-            expected = sha256 or (recorded["sha256"] if recorded and recorded.get("url") == url else None)
+            expected = sha256 or (recorded or {}).get("sha256")  # pinned, or what the first download recorded
             _check_size(part, size, url)
             digest = sha256_file(part)
             if expected and digest != expected:
-                raise DownloadError(f"{url}: downloaded file has sha256 {digest}, expected {expected}; "
-                                    "the partial file was removed, try again")
+                how = "pinned" if sha256 else f"recorded at the first download in {ledger.path}"
+                raise DownloadError(f"{url}: downloaded file has sha256 {digest}, expected {expected} ({how}); "
+                                    "removed it")
         except DownloadError:
             part.unlink(missing_ok=True)
             raise
@@ -303,6 +306,8 @@ def verify_cached(path: Path, sha256: str | None = None, size: int | None = None
         digest = sha256_file(path)
         if digest != expected:
             problem = f"has sha256 {digest}, expected {expected}"
+        elif recorded is not None:
+            ledger.record(path.name, recorded.get("url", ""), path, digest)  # e.g. copied: new mtime, same bytes
     if problem:
         path.unlink(missing_ok=True)
         raise DownloadError(f"cached file {path} {problem} (changed since download); removed it, run again to download")
