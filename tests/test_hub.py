@@ -204,6 +204,15 @@ def test_unreachable_server_is_one_line_naming_the_url(cache, monkeypatch):
     assert url in str(info.value) and "\n" not in str(info.value)
 
 
+def test_weight_file_url_finds_its_options_beside_it(cache):
+    import pyelmo
+
+    with FileServer({"/x/elmo_tiny_weights.hdf5": WEIGHTS, "/x/elmo_tiny_options.json": OPTIONS,
+                     "/y/model.hdf5": WEIGHTS, "/y/options.json": OPTIONS}) as srv:
+        for url in (f"{srv.url}/x/elmo_tiny_weights.hdf5", f"{srv.url}/y/model.hdf5"):
+            assert torch.equal(outputs(pyelmo.load(url)), direct())
+
+
 def _zip(files: dict[str, bytes]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as zf:

@@ -346,7 +346,7 @@ def fetch_release(release: Release, root: PathLike | None = None, progress: bool
 
 
 def fetch_url(url: str, root: PathLike | None = None, progress: bool = True) -> ModelFiles:
-    """A URL of an archive, or of a weight file whose options sit next to it (``options.json``)."""
+    """A URL of an archive, or of a weight file whose options sit next to it (``options_url_for``)."""
     directory = models_dir(root) / url_folder(url)
     name = url.rstrip("/").rsplit("/", 1)[-1]
     if is_archive(name):
@@ -357,12 +357,20 @@ def fetch_url(url: str, root: PathLike | None = None, progress: bool = True) -> 
             archive.unlink(missing_ok=True)  # a bad download: fetch it again next time
             Ledger(directory).forget(archive.name)
             raise
-    base = url.rsplit("/", 1)[0]
     weights = fetch(url, directory / WEIGHTS_NAME, progress=progress)
-    options = fetch(f"{base}/{OPTIONS_NAME}", directory / OPTIONS_NAME, progress=progress)
+    options = fetch(options_url_for(url), directory / OPTIONS_NAME, progress=progress)
     model = ModelFiles(options, weights)
     check_structure(model, [options, weights])
     return model
+
+
+def options_url_for(weights_url: str) -> str:
+    """Where a weight file's options live: AllenNLP's ``X_weights.hdf5`` -> ``X_options.json``, else
+    ``options.json`` in the same folder."""
+    base, name = weights_url.rsplit("/", 1)
+    if name.endswith("_weights.hdf5"):
+        return f"{base}/{name[: -len('_weights.hdf5')]}_options.json"
+    return f"{base}/{OPTIONS_NAME}"
 
 
 def _local_archive_folder(path: Path) -> str:
@@ -429,7 +437,7 @@ def find_model_files(directory: Path, origin: PathLike | None = None) -> ModelFi
     if options is None or weights is None:
         raise WeightFileError(f"{where} holds no {'options JSON' if options is None else 'HDF5 weight file'} "
                               "(expected options.json and model.hdf5, the NLPL layout)")
-    vocab = directory / "vocab.txt"
+    vocab = options.parent / "vocab.txt"
     return ModelFiles(options, weights, vocab if vocab.is_file() else None)
 
 
