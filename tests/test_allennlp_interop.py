@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 import pyelmo
 from pyelmo import Elmo, batch_to_ids
 from pyelmo.bilm import BiLM
-from pyelmo.errors import InputError
+from pyelmo.errors import InputError, WeightFileError
 from pyelmo.interop.allennlp import from_allennlp, to_allennlp
 from pyelmo.weights import load_options
 
@@ -42,6 +42,21 @@ def test_allennlp_state_dict_gives_allennlp_outputs():
         assert got.shape == want.shape
         torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
     assert out["elmo_representations"][0][3].abs().max() == 0  # the empty sentence: all padding
+
+
+def test_a_task_models_state_dict_loads_its_elmo_part():
+    """An AllenNLP model's weights.th holds the Elmo under a prefix, next to its own layers."""
+    state = load_file(str(FIXTURE / "elmo_state_dict.safetensors"))
+    task = {f"_text_field_embedder.token_embedder_elmo._elmo.{k}": v for k, v in state.items()}
+    task["tag_projection_layer._module.weight"] = torch.zeros(5, 32)
+    a, b = random_elmo(), random_elmo()
+    a.load_state_dict(state)
+    b.load_state_dict(task)
+    for key, value in a.state_dict().items():
+        assert torch.equal(value, b.state_dict()[key])
+    twice = {**task, **{f"other._elmo.{k}": v for k, v in state.items()}}
+    with pytest.raises(WeightFileError, match="2 .*AllenNLP Elmo modules"):
+        random_elmo().load_state_dict(twice)
 
 
 def test_word_inputs_with_vocab_to_cache_match_allennlp():

@@ -109,7 +109,8 @@ class Elmo(nn.Module):
         return self.bilm.config.output_dim
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        """Also accepts the state dict of an AllenNLP ``Elmo`` (``_elmo_lstm...``, ``scalar_mix_0...``)."""
+        """Also accepts the state dict of an AllenNLP ``Elmo`` (``_elmo_lstm...``, ``scalar_mix_0...``), or of
+        an AllenNLP model holding one (``torch.load("weights.th", weights_only=True)``: its Elmo part is used)."""
         from pyelmo.interop.allennlp import from_allennlp, is_allennlp_state_dict
 
         if is_allennlp_state_dict(state_dict):

@@ -36,8 +36,27 @@ def lstm_direction(name: str) -> str:
     return f"directions.{0 if name == 'forward' else 1}"
 
 
+_ANCHOR = _ENCODER + "_char_embedding_weights"
+
+
 def is_allennlp_state_dict(state_dict: Mapping[str, torch.Tensor]) -> bool:
-    return any(key.startswith(ALLENNLP_PREFIXES) for key in state_dict)
+    """An AllenNLP ``Elmo``'s state dict, or a task model's holding one (e.g. ``..._elmo._elmo_lstm...``)."""
+    return any(key.startswith(ALLENNLP_PREFIXES) or key.endswith("." + _ANCHOR) for key in state_dict)
+
+
+def extract_elmo(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The ``Elmo`` part of an AllenNLP task model's state dict (e.g. its ``weights.th``), prefix removed.
+
+    The model's other tensors are left out; a model with several ``Elmo`` modules is an error
+    naming their prefixes.
+    """
+    prefixes = sorted(key[: -len(_ANCHOR)] for key in state_dict if key.endswith(_ANCHOR))
+    if len(prefixes) != 1:
+        what = "no" if not prefixes else f"{len(prefixes)} ({', '.join(p or '(top level)' for p in prefixes)})"
+        raise WeightFileError(f"state dict holds {what} AllenNLP Elmo modules; expected one")
+    prefix = prefixes[0]
+    return {key[len(prefix):]: value for key, value in state_dict.items()
+            if key.startswith(prefix) and key[len(prefix):].startswith(ALLENNLP_PREFIXES)}
 
 
 def _swap_j_f(tensor: torch.Tensor) -> torch.Tensor:
@@ -68,7 +87,8 @@ def lstm_from_allennlp(part: str, kind: str, value: torch.Tensor, base: str) -> 
 
 
 def from_allennlp(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """An AllenNLP ``Elmo`` state dict in ``pyelmo.Elmo``'s key names and layout."""
+    """An AllenNLP ``Elmo`` state dict (or a task model's holding one) in ``pyelmo.Elmo``'s key names and layout."""
+    state_dict = extract_elmo(state_dict)
     out: dict[str, torch.Tensor] = {}
     mixes: dict[int, dict[int, torch.Tensor]] = {}
     for key, value in state_dict.items():

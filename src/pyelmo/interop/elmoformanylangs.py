@@ -13,6 +13,10 @@ the two lexicons and an ``elmoformanylangs`` section in ``config.json``; ``pyelm
 a ``LexiconBiLM`` from it, which takes the usual ``batch_to_ids`` input (every API and command
 works unchanged) and maps each token to their ids in its token encoder, exactly as their
 ``create_one_batch`` does (including their ``<bow>``/``<eow>`` order).
+
+Their encoder is stateful: in one ``sents2elmo`` call, each batch after the first starts from
+the states an earlier batch (in shuffled order) ended with. pyelmo is stateless, so its vectors
+are those of their first batch of a fresh ``Embedder`` (``stateful=True`` carries states too).
 """
 
 from __future__ import annotations
