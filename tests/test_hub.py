@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -173,16 +174,29 @@ def test_a_file_placed_by_hand_is_used_and_then_guarded(cache, tiny, monkeypatch
 
 
 @pytest.mark.slow
-def test_two_processes_downloading_at_once_end_with_one_good_file(cache, server, tiny):
-    server.delay = 0.05  # about 0.4 s for the weights: the processes overlap
-    code = ("import sys; from pyelmo import hub; from pyelmo.weights import load_options; "
-            f"hub.register(hub.Release('tiny-test', {tiny.options_url!r}, {tiny.weights_url!r}, "
-            f"load_options({str(REF / 'options.json')!r}), 't', 't')); "
-            "print(hub.resolve('tiny-test', progress=False).weights)")
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+def test_two_processes_downloading_at_once_end_with_one_good_file(cache, server, tiny, tmp_path):
+    server.delay = 0.4  # about 3 s for the weights
+    go = tmp_path / "go"
+    code = "\n".join([
+        "import pathlib, sys, time",
+        "from pyelmo import hub",
+        "from pyelmo.weights import load_options",
+        f"hub.register(hub.Release('tiny-test', {tiny.options_url!r}, {tiny.weights_url!r}, "
+        f"load_options({str(REF / 'options.json')!r}), 't', 't'))",
+        "pathlib.Path(sys.argv[1]).touch()",
+        f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)",
+        "print(hub.resolve('tiny-test', progress=False).weights)",
+    ])
+    ready = [tmp_path / f"ready{i}" for i in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for r in ready]
+    deadline = time.monotonic() + 120
+    while not all(r.exists() for r in ready) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    go.touch()  # both start downloading now
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], results
+    assert sum("waiting for another process" in err for _, err in results) == 1  # they did overlap
     assert server.gets("/m/weights.hdf5") == [None]  # one transfer: the other process waited for it
     assert (cache / "models" / "tiny-test" / "weights.hdf5").read_bytes() == WEIGHTS
     assert leftovers(cache) == []

@@ -19,15 +19,19 @@ Environment: ``PYELMO_HOME`` (cache root; default ``$XDG_CACHE_HOME/pyelmo`` or
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import sys
 import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
+
 from pyelmo.config import ElmoConfig, preset
 from pyelmo.errors import PyelmoError, WeightFileError
 from pyelmo.fileio import PathLike, write_json_atomic
@@ -190,10 +194,21 @@ def sha256_file(path: Path) -> str:
 
 
 # -- downloading one file -------------------------------------------------------------------
-def _lock(path: Path):
-    from filelock import FileLock
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """Hold ``.NAME.lock`` beside ``path``; say so on stderr if another process holds it first."""
+    from filelock import FileLock, Timeout
 
-    return FileLock(str(path.with_name(f".{path.name}.lock")))
+    lock = FileLock(str(path.with_name(f".{path.name}.lock")))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"pyelmo: waiting for another process to finish {path}", file=sys.stderr)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _offline_error(path: Path, url: str) -> DownloadError:

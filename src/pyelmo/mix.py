@@ -133,6 +133,8 @@ class Elmo(nn.Module):
                     raise InputError(f"word_inputs hold ids outside the cached vocabulary of "
                                      f"{len(self._vocab_char_ids)} words")
                 inputs = self._vocab_char_ids[word_inputs]
+        if inputs is None:
+            raise InputError("Elmo needs character ids (batch_to_ids), or word_inputs with vocab_to_cache")
         leading = inputs.shape[:-2]
         char_ids = inputs.flatten(0, -3) if inputs.dim() > 3 else inputs
         if char_ids.shape[0] == 0:  # no sentences: empty outputs of the right shape
