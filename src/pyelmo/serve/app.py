@@ -324,7 +324,8 @@ class Api:
                   for k, name in enumerate(names)}
         examples = [corpus.examples[corpus.rows[r][0]] for r in rows]
         return {"points": points, "sentences": len(vectors),
-                "sample": [{"sense": e.sense, "sentence": " ".join(e.tokens)} for e in examples]}
+                "sample": [{"sense": corpus.sense_of(r) or "other", "sentence": " ".join(e.tokens)}
+                           for r, e in zip(rows, examples)]}
 
     async def neighbours(self, body: NeighboursRequest) -> dict:
         self.check_k(body.k)
@@ -345,8 +346,7 @@ class Api:
         for name, neighbours in zip(names, found):
             layers[name] = [{"sentence": " ".join(corpus.examples[nb.sentence].tokens), "position": nb.position,
                              "word": corpus.examples[nb.sentence].tokens[nb.position],
-                             "sense": f"{corpus.examples[nb.sentence].word}/{corpus.examples[nb.sentence].sense}",
-                             "similarity": nb.similarity} for nb in neighbours]
+                             "sense": corpus.sense_of(nb.row), "similarity": nb.similarity} for nb in neighbours]
         return {"tokens": tokens, "position": position, "word": word,
                 "corpus": {"sentences": len(corpus.examples), "contexts": int(len(rows))}, "layers": layers}
 

@@ -37,6 +37,7 @@ def sample_corpus_path() -> Path:
 
 @dataclass(frozen=True)
 class Neighbour:
+    row: int
     sentence: int
     position: int
     similarity: float
@@ -87,6 +88,11 @@ class SampleCorpus:
         """Rows whose token is ``word`` (case-insensitive)."""
         return np.flatnonzero(self.lowered == word.lower())
 
+    def sense_of(self, row: int) -> str | None:
+        """``word/sense`` when the token of ``row`` is its sentence's labelled word, else None."""
+        example = self.examples[self.rows[row][0]]
+        return f"{example.word}/{example.sense}" if self.lowered[row] == example.word.lower() else None
+
     def unit_vectors(self, rows: np.ndarray) -> np.ndarray:
         """``(L + 1, len(rows), D)`` unit vectors (the last layer is the average)."""
         return self._unit[:, rows]
@@ -104,7 +110,7 @@ class SampleCorpus:
         for layer in range(self._unit.shape[0]):
             sims = self._unit[layer, rows] @ unit_query[layer]
             best = np.argsort(-sims, kind="stable")[:k]
-            out.append([Neighbour(*self.rows[rows[b]], float(sims[b])) for b in best])
+            out.append([Neighbour(int(rows[b]), *self.rows[rows[b]], float(sims[b])) for b in best])
         return out
 
 

@@ -7,7 +7,7 @@ const EXAMPLES = {
   play: ["Children play in the park.", "The actor will play a role.", "I want to play music."],
 };
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
-const SAMPLE_COLOURS = ["#9aa5b1", "#c9b07a"];
+const SAMPLE_COLOURS = ["#9aa5b1", "#c9b07a", "#d9d9d9"];
 
 const $ = (id) => document.getElementById(id);
 let tokenized = [];       // tokens of each sentence, as the server tokenizes them
@@ -181,7 +181,7 @@ function drawProjection() {
   points.forEach((p, k) => {
     if (k < n) return;
     const sample = data.projection.sample[k - n];
-    const dot = svg("circle", {cx: sx(p[0]), cy: sy(p[1]), r: 4, fill: SAMPLE_COLOURS[senses.indexOf(sample.sense) % 2],
+    const dot = svg("circle", {cx: sx(p[0]), cy: sy(p[1]), r: 4, fill: SAMPLE_COLOURS[senses.indexOf(sample.sense) % SAMPLE_COLOURS.length],
                                "fill-opacity": 0.75});
     dot.append(svg("title"));
     dot.firstChild.textContent = `sample (${sample.sense}): ${sample.sentence}`;
@@ -204,7 +204,7 @@ function drawProjection() {
   picks.forEach(([i]) => legend.append(el("span", {},
     el("span", {class: "swatch", style: `background:${PALETTE[i % PALETTE.length]}`}), `sentence ${i + 1}`)));
   senses.forEach((s, k) => legend.append(el("span", {},
-    el("span", {class: "swatch small", style: `background:${SAMPLE_COLOURS[k % 2]}`}), `sample corpus: ${s}`)));
+    el("span", {class: "swatch small", style: `background:${SAMPLE_COLOURS[k % SAMPLE_COLOURS.length]}`}), `sample corpus: ${s}`)));
   if (!senses.length) legend.append(el("span", {class: "muted", text: "(the word is not in the sample corpus)"}));
 }
 
@@ -239,7 +239,7 @@ async function showNeighbours(sentence, position) {
     const tokens = nb.sentence.split(" ");
     const item = el("li", {});
     tokens.forEach((t, j) => item.append(j === nb.position ? el("mark", {text: t}) : t, " "));
-    item.append(el("span", {class: "muted", text: `(${nb.sense}, ${nb.similarity.toFixed(3)})`}));
+    item.append(el("span", {class: "muted", text: `(${nb.sense || "another word's sentence"}, ${nb.similarity.toFixed(3)})`}));
     box.append(item);
   });
 }
