@@ -92,5 +92,23 @@ def run(args: argparse.Namespace) -> int:
         os.environ["PYELMO_SERVE_SETTINGS"] = json.dumps(settings)
         uvicorn.run("pyelmo.serve.app:app_from_environment", factory=True, workers=args.workers, **config)
         return 0
-    uvicorn.run(app_from_settings(settings), **config)
+    server = _server_class(uvicorn)(uvicorn.Config(app_from_settings(settings), **config))
+    server.run()
     return 0
+
+
+def _server_class(uvicorn):
+    """uvicorn's server, except that a SIGTERM/SIGINT after which it shut down gracefully gives exit 0
+    (uvicorn re-raises the signal once it has shut down, so the process would die of it)."""
+    import contextlib
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    getattr(self, "_captured_signals", []).clear()
+
+    return Server

@@ -8,7 +8,9 @@ event loop, so a slow or vanished client holds up no one else.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -448,7 +450,8 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 class BodyLimit:
-    """Reads a request body up to ``max_bytes`` before the app sees it; a larger one gets a 413."""
+    """Reads a request body up to ``max_bytes`` before the app sees it (a larger one gets a 413), and
+    cancels the request if the client disconnects before it is answered."""
 
     def __init__(self, app, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -473,15 +476,31 @@ class BodyLimit:
                 break
         body = b"".join(chunks)
         replayed = False
+        disconnected = asyncio.Event()
 
         async def replay():
             nonlocal replayed
             if not replayed:
                 replayed = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            await disconnected.wait()
+            return {"type": "http.disconnect"}
 
-        await self.app(scope, replay, send)
+        async def watch():  # after the body, the next message says that the client left
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            disconnected.set()
+
+        # A client that leaves before its answer cancels its request, and so its queued model work.
+        answer = asyncio.ensure_future(self.app(scope, replay, send))
+        watcher = asyncio.ensure_future(watch())
+        await asyncio.wait({answer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if answer.done():
+            watcher.cancel()
+            return answer.result()
+        answer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await answer
 
     async def _too_large(self, scope, receive, send):
         response = _error(413, "body", f"the request body is larger than {self.max_bytes} bytes")
