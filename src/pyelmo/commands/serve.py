@@ -33,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
                         help="server processes, each with its own copy of the model (default 1)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="PyTorch threads per worker for the model (default: one fewer than the CPUs, at "
+                             "least 1; the other runs the server itself)")
     add_model_arguments(parser)
     batching = parser.add_argument_group("batching")
     batching.add_argument("--max-wait-ms", type=float, default=5.0, metavar="MS",
@@ -66,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
         from pyelmo.serve.app import app_from_settings
     except ImportError as exc:
         raise InputError(f"pyelmo serve needs the serve extra: pip install 'pyelmo[serve]' ({exc})") from None
-    for name in ("port", "workers", "max_batch_tokens", "max_body_bytes", "max_sentences", "max_tokens"):
+    if args.threads is None:
+        args.threads = max(1, (os.cpu_count() or 2) - 1)
+    for name in ("port", "workers", "threads", "max_batch_tokens", "max_body_bytes", "max_sentences", "max_tokens"):
         value = getattr(args, name)
         if value < (0 if name == "port" else 1) or (name == "port" and value > 65535):
             raise InputError(f"--{name.replace('_', '-')} out of range: {value}")
@@ -80,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
 
     model, weight_file = model_source(args)
-    settings = {"model": model, "weight_file": weight_file, "batching": not args.no_batching,
+    settings = {"model": model, "weight_file": weight_file, "threads": args.threads, "batching": not args.no_batching,
                 "max_wait": args.max_wait_ms / 1000, "max_batch_tokens": args.max_batch_tokens,
                 "limits": {"max_body_bytes": args.max_body_bytes, "max_sentences": args.max_sentences,
                            "max_tokens": args.max_tokens}}

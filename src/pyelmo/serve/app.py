@@ -508,9 +508,15 @@ class BodyLimit:
 
 
 def app_from_settings(settings: dict) -> FastAPI:
-    """The app from JSON-able settings: ``build_service``'s arguments, ``limits`` as a dict."""
+    """The app from JSON-able settings: ``build_service``'s arguments, ``limits`` as a dict, and
+    ``threads`` (PyTorch's intra-op threads for this process)."""
     settings = dict(settings)
     limits = Limits(**settings.pop("limits", {}))
+    threads = settings.pop("threads", None)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     return create_app(build_service(settings.pop("model", None), settings.pop("weight_file", None), limits=limits,
                                     **settings))
 
