@@ -248,6 +248,40 @@ def test_the_batcher_survives_errors_and_cancellations():
     assert embedder.calls == [1, 1]  # the cancelled request was never computed
 
 
+def test_a_client_that_leaves_cancels_its_queued_work():
+    import asyncio
+
+    from pyelmo.serve.app import BodyLimit
+
+    embedder = _CountingEmbedder(delay=0.3)
+    batcher = Batcher(embedder, max_wait=0.0)
+    busy = batcher.submit([["a"]])  # the worker is busy when the next request arrives
+    sent = []
+
+    async def app(scope, receive, send):
+        await batcher.embed([["never", "computed"]])
+        sent.append("answered")
+
+    async def scenario():
+        messages = [{"type": "http.request", "body": b"{}", "more_body": False}, {"type": "http.disconnect"}]
+
+        async def receive():
+            if messages:
+                await asyncio.sleep(0.05)
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            sent.append(message)
+
+        await asyncio.wait_for(BodyLimit(app, 1000)({"type": "http", "headers": []}, receive, send), timeout=5)
+
+    asyncio.run(scenario())
+    busy.result(timeout=5)
+    batcher.close()
+    assert sent == [] and embedder.calls == [1]
+
+
 def test_batched_vectors_equal_unbatched(service):
     sentences = [["a", "bank"], ["The", "river", "bank", "was", "muddy", "after", "the", "rain", "."], ["Hi", "."]]
     futures = [service.batcher.submit([s]) for s in sentences]
