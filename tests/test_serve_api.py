@@ -54,6 +54,8 @@ def test_health_models_page_and_schema(client, service):
     assert "//" not in page.text.replace("http://www.w3.org", "")  # no CDN: every asset from this server
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/embed", "/v1/similarity", "/v1/neighbours", "/v1/predict", "/health", "/v1/models"} <= set(paths)
+    assert paths["/v1/embed"]["post"]["responses"]["422"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorResponse"}
 
 
 def test_similarity_equals_the_demo(client, service):

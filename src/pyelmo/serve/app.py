@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pyelmo.serve.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_WAIT, Batcher
 from pyelmo.serve.neighbours import SampleCorpus
-from pyelmo.serve.schemas import (EmbedRequest, Limits, NeighboursRequest, PredictRequest, Sentence,
+from pyelmo.serve.schemas import (EmbedRequest, ErrorResponse, Limits, NeighboursRequest, PredictRequest, Sentence,
                                   SimilarityRequest, TokenizeRequest)
 
 log = logging.getLogger("pyelmo.serve")
@@ -133,8 +133,12 @@ def create_app(service: Service) -> FastAPI:
         finally:
             service.close()
 
+    errors = {status: {"model": ErrorResponse, "description": text} for status, text in (
+        (400, "the body is not JSON"), (413, "the body is over the size limit"),
+        (422, "a field is invalid or over a limit; `field` names it"))}
     app = FastAPI(title="pyelmo", version="1", description="ELMo contextual word vectors over HTTP.",
-                  docs_url=None, redoc_url=None, lifespan=lifespan, default_response_class=AsciiJSONResponse)
+                  docs_url=None, redoc_url=None, lifespan=lifespan, default_response_class=AsciiJSONResponse,
+                  responses=errors)
     app.add_middleware(BodyLimit, max_bytes=service.limits.max_body_bytes)
     _install_error_handlers(app)
     static = _static_dir()

@@ -71,3 +71,16 @@ class PredictRequest(_Request):
     sentence: Sentence = Field(description=f"{_SENTENCE}, with the blank marked ___ unless `position` is given")
     position: int | None = Field(None, description="token index of the word to predict (default: the ___)")
     k: int = Field(10, ge=1, description="words per list")
+
+
+class ErrorDetail(BaseModel):
+    status: int
+    field: str | None = Field(description="the request part at fault, e.g. `sentences[2]` or `body`")
+    message: str
+    details: list[dict] | None = Field(None, description="further problems of the same request, if any")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error answer."""
+
+    error: ErrorDetail
