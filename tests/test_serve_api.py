@@ -196,6 +196,28 @@ def test_an_internal_error_is_json_without_a_traceback(service):
         assert client.get("/health").status_code == 200  # still serving
 
 
+def test_the_command_refuses_bad_settings_on_one_line(capsys, tmp_path):
+    import socket
+
+    import torch
+
+    from pyelmo.cli import main
+
+    threads = torch.get_num_threads()  # the command sets them for its process; restore for the other tests
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 1
+        assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+    for argv, message in ((["--port", "70000"], "--port out of range"), (["--max-tokens", "0"], "--max-tokens"),
+                          (["--model", str(tmp_path / "missing"), "--port", "0"], "missing")):
+        assert main(["serve", *argv]) == 1
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    torch.set_num_threads(threads)
+
+
 class _CountingEmbedder:
     """Records the batches it is given; each call takes ``delay`` seconds."""
 

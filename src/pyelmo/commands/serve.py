@@ -90,15 +90,17 @@ def run(args: argparse.Namespace) -> int:
                 "limits": {"max_body_bytes": args.max_body_bytes, "max_sentences": args.max_sentences,
                            "max_tokens": args.max_tokens}}
     config = dict(host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=30)
-    print(f"pyelmo serve: http://{args.host}:{args.port}/ (batching "
-          f"{'off' if args.no_batching else f'on, max wait {args.max_wait_ms:g} ms'}; {args.workers} worker(s))",
-          file=sys.stderr, flush=True)
+    where = (f"pyelmo serve: http://{args.host}:{args.port}/ (batching "
+             f"{'off' if args.no_batching else f'on, max wait {args.max_wait_ms:g} ms'}; {args.workers} worker(s), "
+             f"{args.threads} model thread(s) each)")
     if args.workers > 1:  # each worker process builds its own service from the settings
         os.environ["PYELMO_SERVE_SETTINGS"] = json.dumps(settings)
+        print(where, file=sys.stderr, flush=True)
         uvicorn.run("pyelmo.serve.app:app_from_environment", factory=True, workers=args.workers, **config)
         return 0
-    server = _server_class(uvicorn)(uvicorn.Config(app_from_settings(settings), **config))
-    server.run()
+    app = app_from_settings(settings)  # a model that cannot be loaded fails here, on one line
+    print(where, file=sys.stderr, flush=True)
+    _server_class(uvicorn)(uvicorn.Config(app, **config)).run()
     return 0
 
 
