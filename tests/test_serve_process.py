@@ -171,6 +171,16 @@ def test_the_page_shows_the_bank_similarities(server, tmp_path):
             page.wait_for_selector("#projection circle")
             cells = page.eval_on_selector_all("#heatmap td.cell", "els => els.map(e => [e.dataset.layer, e.textContent])")
             page.screenshot(path=str(tmp_path / "serve.png"), full_page=True)
+            # the keyboard alone: focus the other sentence's "bank" and press Enter
+            page.focus('.token[data-sentence="1"]:text-is("bank")')
+            page.keyboard.press("Enter")
+            page.wait_for_function("document.getElementById('word-title').textContent.includes('sentence 2')")
+            page.wait_for_function("document.getElementById('status').textContent.startsWith('Showing')")
+            keyboard_cells = page.eval_on_selector_all("#heatmap td.cell", "els => els.map(e => e.textContent)")
+            # a narrow (phone) screen: nothing wider than the viewport
+            page.set_viewport_size({"width": 390, "height": 844})
+            overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            page.screenshot(path=str(tmp_path / "serve-narrow.png"), full_page=True)
         finally:
             browser.close()
     shown = dict(cells)
@@ -178,5 +188,7 @@ def test_the_page_shows_the_bank_similarities(server, tmp_path):
     for name, value in expected.items():
         assert abs(float(shown[name]) - value) <= 0.0005 + 1e-6, (name, shown[name], value)
     assert shown["layer 0"] == "1.000" and float(shown["layer 2"]) < 0.99  # context moves the top layer
+    assert keyboard_cells == [c for _, c in cells]  # the same pair, seen from the other sentence
+    assert overflow <= 0, overflow
     assert not errors, errors
     assert (tmp_path / "serve.png").stat().st_size > 10_000
