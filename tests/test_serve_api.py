@@ -138,6 +138,8 @@ def test_tokenize_neighbours_and_predict(client, service):
     ("/v1/embed", {"sentences": [[]]}, 422, "sentences[0]"),
     ("/v1/embed", {"sentences": [7]}, 422, "sentences[0]"),
     ("/v1/embed", {"sentences": ["a"], "layers": [3]}, 422, "layers[0]"),
+    ("/v1/embed", {"sentences": ["a"], "layers": [0] * 1000}, 422, "layers"),
+    ("/v1/embed", {"sentences": ["a"], "layers": []}, 422, "layers"),
     ("/v1/embed", {"sentences": ["a"], "output": "mix"}, 422, "mix_weights"),
     ("/v1/embed", {"sentences": ["a"], "decimals": 12}, 422, "decimals"),
     ("/v1/embed", {"sentences": ["a"], "surprise": 1}, 422, "surprise"),

@@ -23,10 +23,12 @@ from typing import Any, Sequence
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pyelmo.errors import InputError
+from pyelmo.senses import find_word
 from pyelmo.serve.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_WAIT, Batcher
 from pyelmo.serve.neighbours import SampleCorpus
 from pyelmo.serve.schemas import (EmbedRequest, ErrorResponse, Limits, NeighboursRequest, PredictRequest, Sentence,
@@ -165,7 +167,7 @@ def create_app(service: Service) -> FastAPI:
         return {"sentences": [{"tokens": t} for t in api.sentences(body.sentences)]}
 
     @app.post("/v1/embed")
-    async def embed(body: EmbedRequest) -> dict:
+    async def embed(body: EmbedRequest) -> Response:
         """Per-token vectors of the chosen layers, their average or a scalar mix."""
         return await api.embed(body)
 
@@ -239,20 +241,19 @@ class Api:
             if not 0 <= position < len(tokens):
                 raise ApiError(422, where, f"position {position} is outside the sentence ({len(tokens)} tokens)")
             return position
-        lowered = word.lower()
-        for i, token in enumerate(tokens):
-            if token.lower() == lowered:
-                return i
-        raise ApiError(422, "word", f"{word!r} is not a token of {where} ({' '.join(tokens)!r})")
+        try:
+            return find_word(tokens, word, where=where)
+        except InputError as exc:
+            raise ApiError(422, "word", str(exc)) from None
 
     # ------------------------------------------------------------------ endpoints
 
-    async def embed(self, body: EmbedRequest) -> dict:
+    async def embed(self, body: EmbedRequest) -> Response:
         tokens = self.sentences(body.sentences)
         n = self.service.n_layers
         layers = list(range(n)) if body.layers is None else body.layers
-        if not layers:
-            raise ApiError(422, "layers", "name at least one layer")
+        if not 1 <= len(layers) <= n:
+            raise ApiError(422, "layers", f"name 1 to {n} layers")
         for i, layer in enumerate(layers):
             if not -n <= layer < n:
                 raise ApiError(422, f"layers[{i}]", f"layer {layer} does not exist; the model has {n} (0..{n - 1})")
@@ -268,24 +269,30 @@ class Api:
             raise ApiError(422, "mix_weights", "mix_weights go with output=mix")
 
         vectors = await self.service.batcher.embed(tokens)
-        results = []
-        for toks, v in zip(tokens, vectors):
-            chosen = v[layers]
-            if body.output == "average":
-                chosen = chosen.mean(axis=0)
-            elif body.output == "mix":
-                chosen = body.gamma * np.tensordot(weights, chosen, axes=1)
-            chosen = np.ascontiguousarray(chosen, dtype="<f4")
-            item: dict[str, Any] = {"tokens": toks, "shape": list(chosen.shape)}
-            if body.encoding == "base64":
-                item["base64"] = base64.b64encode(chosen.tobytes()).decode("ascii")
-            else:
-                item["vectors"] = np.round(chosen.astype(np.float64), body.decimals).tolist()
-            results.append(item)
-        return {"model": self.service.model_info["id"], "layers": layers, "output": body.output,
+
+        def render() -> bytes:
+            results = []
+            for toks, v in zip(tokens, vectors):
+                chosen = v[layers]
+                if body.output == "average":
+                    chosen = chosen.mean(axis=0)
+                elif body.output == "mix":
+                    chosen = body.gamma * np.tensordot(weights, chosen, axes=1)
+                chosen = np.ascontiguousarray(chosen, dtype="<f4")
+                item: dict[str, Any] = {"tokens": toks, "shape": list(chosen.shape)}
+                if body.encoding == "base64":
+                    item["base64"] = base64.b64encode(chosen.tobytes()).decode("ascii")
+                else:
+                    item["vectors"] = np.round(chosen.astype(np.float64), body.decimals).tolist()
+                results.append(item)
+            return AsciiJSONResponse(None).render({
+                "model": self.service.model_info["id"], "layers": layers, "output": body.output,
                 "dtype": "float32", "encoding": body.encoding,
                 "rounding": JSON_ROUNDING if body.encoding == "json" else "exact little-endian float32",
-                "sentences": results}
+                "sentences": results})
+
+        # A large answer (up to 64 x 100 x 3 x 256 floats) is built off the event loop.
+        return Response(await asyncio.to_thread(render), media_type="application/json")
 
     async def similarity(self, body: SimilarityRequest) -> dict:
         from pyelmo.senses import cosine_matrix, with_average_layer
