@@ -1,7 +1,8 @@
 """Load test of ``pyelmo serve``: requests/s, tokens/s and latency with batching on and off.
 
-Starts the server as a subprocess on 127.0.0.1 (a free port), then, for each number of
-concurrent clients, runs a load process (this script with ``--client``) that keeps that
+Starts the server as subprocesses on 127.0.0.1 (free ports; one with batching, one
+without, idle while the other is measured), then, for each number of concurrent clients
+and each server in turn, runs a load process (this script with ``--client``) that keeps that
 many HTTP/1.1 keep-alive connections busy for a fixed time, each sending one sentence
 of ``--tokens`` tokens per ``POST /v1/embed`` request (all layers, base64 float32) and
 waiting for the answer before sending the next. Everything stops by itself.
@@ -160,12 +161,13 @@ def main() -> int:
           f" {args.duration:g} s per level after {args.warmup:g} s warm-up")
     print(f"# CPU: {_cpu_model()}, {os.cpu_count()} logical CPUs; before: {_uptime()}")
     results = []
-    for mode in args.modes.split(","):
-        proc, url = _start_server(mode == "on", args.server_args.split())
-        try:
-            for level in levels:
-                out = subprocess.run([sys.executable, __file__, "--client", url, "--concurrency", str(level),
-                                      "--duration", str(args.duration), "--warmup", str(args.warmup),
+    modes = args.modes.split(",")
+    servers = {mode: _start_server(mode == "on", args.server_args.split()) for mode in modes}
+    try:
+        for level in levels:  # the modes side by side at each level, under the same machine load
+            for mode in modes:
+                out = subprocess.run([sys.executable, __file__, "--client", servers[mode][1], "--concurrency",
+                                      str(level), "--duration", str(args.duration), "--warmup", str(args.warmup),
                                       "--tokens", str(args.tokens)],
                                      capture_output=True, text=True, check=True, timeout=args.duration * 10 + 120)
                 result = {"batching": mode, **json.loads(out.stdout)}
@@ -174,16 +176,17 @@ def main() -> int:
                       f"{result['tokens_per_s']:8.0f} tokens/s, p50 {result['p50_ms']:6.1f} ms, "
                       f"p95 {result['p95_ms']:6.1f} ms, p99 {result['p99_ms']:6.1f} ms, errors {result['errors']}",
                       flush=True)
-        finally:
+    finally:
+        for mode, (proc, _) in servers.items():
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=120)
             if code != 0:
-                print(f"# the server exited with {code}", file=sys.stderr)
+                print(f"# the server (batching {mode}) exited with {code}", file=sys.stderr)
     print(f"# after: {_uptime()}")
     print()
     print("| batching | clients | req/s | tokens/s | p50 ms | p95 ms | p99 ms | errors |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
+    for r in sorted(results, key=lambda r: (r["batching"] != "on", r["clients"])):
         print(f"| {r['batching']} | {r['clients']} | {r['req_per_s']:.1f} | {r['tokens_per_s']:.0f} | "
               f"{r['p50_ms']:.1f} | {r['p95_ms']:.1f} | {r['p99_ms']:.1f} | {r['errors']} |")
     on = {r["clients"]: r for r in results if r["batching"] == "on"}

@@ -96,6 +96,10 @@ def test_embed_matches_the_embedder(client, service):
     np.testing.assert_allclose(np.array(rounded["sentences"][0]["vectors"]), expected[[2, 0]], atol=6e-5)
     average = client.post("/v1/embed", json={"sentences": [tokens], "output": "average"}).json()
     np.testing.assert_allclose(np.array(average["sentences"][0]["vectors"]), expected.mean(axis=0), atol=2e-6)
+    many = client.post("/v1/embed", json={"sentences": [tokens * 4] * 64}).json()  # rendered in a thread
+    assert len(many["sentences"]) == 64
+    np.testing.assert_allclose(np.array(many["sentences"][63]["vectors"]),
+                               service.embedder.embed_sentence(tokens * 4), atol=1e-5)
     mix = client.post("/v1/embed", json={"sentences": [tokens], "output": "mix", "layers": [1, 2],
                                          "mix_weights": [0.0, np.log(3.0)], "gamma": 2.0}).json()
     np.testing.assert_allclose(np.array(mix["sentences"][0]["vectors"]),

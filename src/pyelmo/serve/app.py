@@ -36,6 +36,9 @@ from pyelmo.serve.schemas import (EmbedRequest, ErrorResponse, Limits, Neighbour
 
 log = logging.getLogger("pyelmo.serve")
 
+#: Answers with more floats than this are rendered in a worker thread.
+LARGE_ANSWER = 200_000
+
 JSON_ROUNDING = "float32 values rounded to `decimals` decimal places (default 6); encoding=base64 gives them exactly"
 
 
@@ -291,8 +294,11 @@ class Api:
                 "rounding": JSON_ROUNDING if body.encoding == "json" else "exact little-endian float32",
                 "sentences": results})
 
-        # A large answer (up to 64 x 100 x 3 x 256 floats) is built off the event loop.
-        return Response(await asyncio.to_thread(render), media_type="application/json")
+        # A large answer (up to 64 x 100 x 3 x 256 floats) is built off the event loop; a small one
+        # is not worth the hand-over to another thread.
+        size = sum(len(t) for t in tokens) * len(layers) * vectors[0].shape[-1]
+        content = await asyncio.to_thread(render) if size > LARGE_ANSWER else render()
+        return Response(content, media_type="application/json")
 
     async def similarity(self, body: SimilarityRequest) -> dict:
         from pyelmo.senses import cosine_matrix, with_average_layer
