@@ -11,8 +11,8 @@ import importlib
 import sys
 
 # Subcommand modules, in the order --help lists them.
-COMMANDS = ["demo", "embed", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate", "download",
-            "convert"]
+COMMANDS = ["demo", "embed", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate", "serve",
+            "download", "convert"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,125 @@
+"""The built-in sample corpus and its contextual vectors, for ``/v1/neighbours``.
+
+About 290 short sentences (``data/sample_corpus.tsv``): the nearest-sense test sentences,
+the demo's "bank" contexts and more written for pyelmo, each using one of 16 ambiguous
+words in one of two senses. Every token's vectors are computed once per model and kept
+in ``user_cache_dir("serve")`` as an ``.npz`` keyed by the model fingerprint and the
+corpus text, so a restart with the same model reads them back instead of recomputing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from pyelmo.fileio import write_bytes_atomic
+from pyelmo.paths import user_cache_dir
+from pyelmo.senses import SenseExample, read_sense_examples
+
+#: Bumped whenever the cached layout changes.
+CACHE_VERSION = "pyelmo-serve-neighbours-1"
+
+
+def default_cache_dir() -> Path:
+    """``$PYELMO_SERVE_CACHE`` or ``~/.cache/pyelmo/serve``."""
+    return user_cache_dir("serve", "PYELMO_SERVE_CACHE")
+
+
+def sample_corpus_path() -> Path:
+    return Path(str(resources.files("pyelmo.serve") / "data" / "sample_corpus.tsv"))
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    row: int
+    sentence: int
+    position: int
+    similarity: float
+
+
+class SampleCorpus:
+    """Sense-labelled sentences with the vectors of all their tokens at every layer and the average."""
+
+    def __init__(self, examples: Sequence[SenseExample], vectors: np.ndarray) -> None:
+        self.examples = list(examples)
+        #: (sentence index, token index) of each row of ``vectors``
+        self.rows = [(i, p) for i, e in enumerate(self.examples) for p in range(len(e.tokens))]
+        self.lowered = np.array([self.examples[i].tokens[p].lower() for i, p in self.rows])
+        with_average = np.concatenate([vectors, vectors.mean(axis=0, keepdims=True)], axis=0)
+        self._unit = with_average / np.maximum(np.linalg.norm(with_average, axis=-1, keepdims=True), 1e-12)
+
+    @classmethod
+    def load(cls, embedder, fingerprint: str, cache_dir: str | Path | None = None,
+             path: str | Path | None = None) -> "SampleCorpus":
+        """Read the corpus and its vectors from the cache, or compute (and cache) them."""
+        path = Path(path) if path is not None else sample_corpus_path()
+        examples = read_sense_examples(path)
+        key = hashlib.sha1(CACHE_VERSION.encode())
+        key.update(fingerprint.encode())
+        key.update(path.read_bytes())
+        cache_file = Path(cache_dir if cache_dir is not None else default_cache_dir()) / \
+            f"neighbours-{key.hexdigest()[:20]}.npz"
+        n_tokens = sum(len(e.tokens) for e in examples)
+        vectors = _read_cache(cache_file, n_tokens)
+        if vectors is None:
+            outputs = embedder.embed_sentences([list(e.tokens) for e in examples])
+            vectors = np.concatenate(list(outputs), axis=1).astype(np.float32)
+            try:
+                cache_file.parent.mkdir(parents=True, exist_ok=True)
+                buffer = io.BytesIO()
+                np.savez(buffer, vectors=vectors)
+                write_bytes_atomic(cache_file, buffer.getvalue())
+            except OSError:
+                pass  # an unwritable cache only costs the recomputation next time
+        return cls(examples, vectors)
+
+    @property
+    def n_layers(self) -> int:
+        """Model layers (without the average)."""
+        return self._unit.shape[0] - 1
+
+    def contexts(self, word: str) -> np.ndarray:
+        """Rows whose token is ``word`` (case-insensitive)."""
+        return np.flatnonzero(self.lowered == word.lower())
+
+    def sense_of(self, row: int) -> str | None:
+        """``word/sense`` when the token of ``row`` is its sentence's labelled word, else None."""
+        example = self.examples[self.rows[row][0]]
+        return f"{example.word}/{example.sense}" if self.lowered[row] == example.word.lower() else None
+
+    def unit_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """``(L + 1, len(rows), D)`` unit vectors (the last layer is the average)."""
+        return self._unit[:, rows]
+
+    def nearest(self, query: np.ndarray, rows: np.ndarray, k: int, exclude: Sequence[str] = ()
+                ) -> list[list[Neighbour]]:
+        """Per layer (and the average), the ``k`` rows most cosine-similar to ``query (L + 1, D)``,
+        leaving out contexts in the sentence ``exclude`` (the query's own tokens)."""
+        if len(exclude):
+            same = [i for i, e in enumerate(self.examples) if list(e.tokens) == list(exclude)]
+            if same:
+                rows = rows[~np.isin(np.array([self.rows[r][0] for r in rows]), same)]
+        unit_query = query / np.maximum(np.linalg.norm(query, axis=-1, keepdims=True), 1e-12)
+        out = []
+        for layer in range(self._unit.shape[0]):
+            sims = self._unit[layer, rows] @ unit_query[layer]
+            best = np.argsort(-sims, kind="stable")[:k]
+            out.append([Neighbour(int(rows[b]), *self.rows[rows[b]], float(sims[b])) for b in best])
+        return out
+
+
+def _read_cache(path: Path, n_tokens: int) -> np.ndarray | None:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            vectors = data["vectors"]
+    except Exception:  # missing, truncated or foreign file: recompute
+        return None
+    if vectors.ndim != 3 or vectors.shape[1] != n_tokens or vectors.dtype != np.float32:
+        return None
+    return vectors

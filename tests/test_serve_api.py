@@ -1,0 +1,364 @@
+"""pyelmo serve's JSON API, in-process: answers equal the Python API's, limits give 4xx naming the field,
+the batcher groups concurrent requests, and a schema-driven fuzz finds no 5xx."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from pyelmo.demo import SEED_PAIRS, similarity_rows  # noqa: E402
+from pyelmo.serve import Limits, build_service, create_app  # noqa: E402
+from pyelmo.serve.app import Service  # noqa: E402
+from pyelmo.serve.batching import Batcher  # noqa: E402
+
+BANK = SEED_PAIRS[0][1]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    service = build_service(cache_dir=tmp_path_factory.mktemp("serve-cache"), limits=Limits(max_body_bytes=200_000))
+    yield service
+    service.close()
+
+
+@pytest.fixture(scope="module")
+def client(service):
+    # raise_server_exceptions=False: a server error must come back as a response, never as an exception
+    with TestClient(create_app(service), raise_server_exceptions=False) as client:
+        yield client
+
+
+def _sibling(service, embedder=None, predictor=None) -> Service:
+    """The module's service with its own batcher (an app's shutdown closes its service's batcher)."""
+    return Service(service.embedder, Batcher(embedder or service.embedder), service.corpus, service.model_info,
+                   predictor, service.limits)
+
+
+def test_health_models_page_and_schema(client, service):
+    assert client.get("/health").json() == {"status": "ok"}
+    model = client.get("/v1/models").json()["models"][0]
+    assert model["layers"] == 3 and model["dim"] == 256 and model["predict"] is True
+    page = client.get("/")
+    assert page.status_code == 200 and "<script src=\"/static/app.js\">" in page.text
+    for asset in ("app.js", "style.css"):
+        assert client.get(f"/static/{asset}").status_code == 200
+    assert "//" not in page.text.replace("http://www.w3.org", "")  # no CDN: every asset from this server
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/embed", "/v1/similarity", "/v1/neighbours", "/v1/predict", "/health", "/v1/models"} <= set(paths)
+    assert paths["/v1/embed"]["post"]["responses"]["422"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorResponse"}
+
+
+def test_similarity_equals_the_demo(client, service):
+    for word, sentences in SEED_PAIRS:
+        answer = client.post("/v1/similarity", json={"sentences": sentences, "word": word}).json()
+        expected = similarity_rows(service.embedder, word, sentences)
+        assert len(answer["pairs"]) == len(expected)
+        for pair, row in zip(answer["pairs"], expected):
+            assert sentences[pair["first"]] == row.first and sentences[pair["second"]] == row.second
+            for name, value in row.by_layer.items():
+                assert pair["by_layer"][name] == pytest.approx(value, abs=1e-5)
+
+
+def test_similarity_positions_senses_and_projection(client, service):
+    sentences = [["the", "bank", "lent", "money"], ["a", "bank", "account"], ["the", "river", "bank"]]
+    answer = client.post("/v1/similarity", json={"sentences": sentences, "positions": [1, 1, 2],
+                                                 "senses": ["money", "money", "river"], "project": True}).json()
+    m = answer["matrices"]["layer 2"]
+    assert answer["senses"]["within"]["layer 2"] == pytest.approx(m[0][1], abs=1e-6)
+    assert answer["senses"]["across"]["layer 2"] == pytest.approx((m[0][2] + m[1][2]) / 2, abs=1e-6)
+    assert answer["senses"]["within_pairs"] == 1 and answer["senses"]["across_pairs"] == 2
+    assert answer["matrices"]["layer 0"][0][1] == pytest.approx(1.0, abs=1e-5)  # context-independent layer
+    projection = answer["projection"]
+    n_sample = len(projection["sample"])
+    assert n_sample >= 10 and {s["sense"] for s in projection["sample"]} >= {"bank/finance", "bank/river"}
+    assert all(len(points) == 3 + n_sample for points in projection["points"].values())
+
+
+def test_embed_matches_the_embedder(client, service):
+    tokens = ["The", "bank", "closed", "early", "."]
+    expected = service.embedder.embed_sentence(tokens)  # (L, n, D)
+    exact = client.post("/v1/embed", json={"sentences": [tokens, "A second , longer sentence is here ."],
+                                           "encoding": "base64"}).json()
+    item = exact["sentences"][0]
+    got = np.frombuffer(base64.b64decode(item["base64"]), dtype="<f4").reshape(item["shape"])
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    rounded = client.post("/v1/embed", json={"sentences": [tokens], "layers": [-1, 0], "decimals": 4}).json()
+    np.testing.assert_allclose(np.array(rounded["sentences"][0]["vectors"]), expected[[2, 0]], atol=6e-5)
+    average = client.post("/v1/embed", json={"sentences": [tokens], "output": "average"}).json()
+    np.testing.assert_allclose(np.array(average["sentences"][0]["vectors"]), expected.mean(axis=0), atol=2e-6)
+    many = client.post("/v1/embed", json={"sentences": [tokens * 4] * 64}).json()  # rendered in a thread
+    assert len(many["sentences"]) == 64
+    np.testing.assert_allclose(np.array(many["sentences"][63]["vectors"]),
+                               service.embedder.embed_sentence(tokens * 4), atol=1e-5)
+    mix = client.post("/v1/embed", json={"sentences": [tokens], "output": "mix", "layers": [1, 2],
+                                         "mix_weights": [0.0, np.log(3.0)], "gamma": 2.0}).json()
+    np.testing.assert_allclose(np.array(mix["sentences"][0]["vectors"]),
+                               2.0 * (0.25 * expected[1] + 0.75 * expected[2]), atol=1e-5)
+
+
+def test_tokenize_neighbours_and_predict(client, service):
+    from pyelmo.predict import WordPredictor
+    from pyelmo.tokenize import tokenize
+
+    text = "The boat stopped near the river bank."
+    assert client.post("/v1/tokenize", json={"sentences": [text]}).json()["sentences"][0]["tokens"] == tokenize(text)
+
+    answer = client.post("/v1/neighbours", json={"sentence": text, "word": "bank", "k": 4}).json()
+    assert set(answer["layers"]) == {"layer 0", "layer 1", "layer 2", "average"}
+    for name, found in answer["layers"].items():
+        assert len(found) == 4 and all(nb["word"].lower() == "bank" for nb in found)
+        assert all(nb["sentence"] != " ".join(tokenize(text)) for nb in found)  # not the query itself
+        sims = [nb["similarity"] for nb in found]
+        assert sims == sorted(sims, reverse=True)
+    assert all(nb["similarity"] > 0.9999 for nb in answer["layers"]["layer 0"])  # one spelling, one vector
+    anywhere = client.post("/v1/neighbours", json={"sentence": text, "word": "boat", "same_word": False}).json()
+    assert len(anywhere["layers"]["layer 2"]) == 5
+
+    got = client.post("/v1/predict", json={"sentence": "The boat stopped near the river ___ .", "k": 5}).json()
+    expected = WordPredictor.from_pretrained().predict(got["tokens"], k=5)
+    for direction in ("forward", "backward", "combined"):
+        assert [p["word"] for p in got[direction]] == [w for w, _ in getattr(expected, direction)]
+        assert [p["probability"] for p in got[direction]] == pytest.approx([p for _, p in getattr(expected, direction)],
+                                                                          abs=1e-6)
+
+
+@pytest.mark.parametrize("path, body, status, field", [
+    ("/v1/embed", {"sentences": []}, 422, "sentences"),
+    ("/v1/embed", {"sentences": ["x"] * 65}, 422, "sentences"),
+    ("/v1/embed", {"sentences": ["ok", " ".join(["w"] * 101)]}, 422, "sentences[1]"),
+    ("/v1/embed", {"sentences": ["x" * 2001]}, 422, "sentences[0]"),
+    ("/v1/embed", {"sentences": [["a", " "]]}, 422, "sentences[0][1]"),
+    ("/v1/embed", {"sentences": ["   "]}, 422, "sentences[0]"),
+    ("/v1/embed", {"sentences": [[]]}, 422, "sentences[0]"),
+    ("/v1/embed", {"sentences": [7]}, 422, "sentences[0]"),
+    ("/v1/embed", {"sentences": ["a"], "layers": [3]}, 422, "layers[0]"),
+    ("/v1/embed", {"sentences": ["a"], "layers": [0] * 1000}, 422, "layers"),
+    ("/v1/embed", {"sentences": ["a"], "layers": []}, 422, "layers"),
+    ("/v1/embed", {"sentences": ["a"], "output": "mix"}, 422, "mix_weights"),
+    ("/v1/embed", {"sentences": ["a"], "decimals": 12}, 422, "decimals"),
+    ("/v1/embed", {"sentences": ["a"], "surprise": 1}, 422, "surprise"),
+    ("/v1/similarity", {"sentences": ["a bank", "the shore"], "word": "bank"}, 422, "word"),
+    ("/v1/similarity", {"sentences": ["a bank", "a bank"], "positions": [1, 5]}, 422, "positions[1]"),
+    ("/v1/similarity", {"sentences": ["a bank", "a bank"], "positions": [1]}, 422, "positions"),
+    ("/v1/similarity", {"sentences": ["a bank", "a bank"]}, 422, "word"),
+    ("/v1/similarity", {"sentences": ["a bank", "a bank"], "word": "bank", "senses": ["x"]}, 422, "senses"),
+    ("/v1/neighbours", {"sentence": "a zyzzyva", "word": "zyzzyva"}, 422, "word"),
+    ("/v1/neighbours", {"sentence": "a bank", "word": "bank", "k": 51}, 422, "k"),
+    ("/v1/neighbours", {"sentence": "a bank", "word": "bank", "k": 0}, 422, "k"),
+    ("/v1/predict", {"sentence": "no blank here"}, 422, "sentence"),
+    ("/v1/predict", {"sentence": "two ___ blanks ___"}, 422, "sentence"),
+    ("/v1/predict", {"sentence": ["a", "b"], "position": 2}, 422, "position"),
+])
+def test_bad_requests_name_the_field(client, path, body, status, field):
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["field"] == field
+
+
+def test_malformed_and_oversized_bodies(client):
+    cases = [
+        (b"{not json", {"content-type": "application/json"}, 400),
+        (b'{"sentences": ["\\ud800"]}', {"content-type": "application/json"}, 422),  # a lone surrogate
+        (b"", {"content-type": "application/json"}, 422),
+        (b"[1, 2]", {"content-type": "application/json"}, 422),
+        (b"x" * 300_000, {"content-type": "application/json"}, 413),
+    ]
+    for content, headers, status in cases:
+        response = client.post("/v1/embed", content=content, headers=headers)
+        assert response.status_code == status, (content[:20], response.text)
+        assert set(response.json()["error"]) >= {"status", "field", "message"}
+
+    def chunks():  # no content-length: the limit is counted while reading
+        for _ in range(30):
+            yield b"x" * 10_000
+
+    assert client.post("/v1/embed", content=chunks()).status_code == 413
+    assert client.get("/no/such/page").json()["error"]["status"] == 404
+    assert client.get("/v1/embed").status_code == 405
+
+
+def test_an_internal_error_is_json_without_a_traceback(service):
+    class Broken:
+        def embed_batch(self, batch):
+            raise RuntimeError("secret internals")
+
+    with TestClient(create_app(_sibling(service, Broken())), raise_server_exceptions=False) as client:
+        response = client.post("/v1/embed", json={"sentences": ["a b"]})
+        assert response.status_code == 500
+        assert response.json() == {"error": {"status": 500, "field": None,
+                                             "message": "internal error (the server log has the details)"}}
+        assert "Traceback" not in response.text and "secret" not in response.text
+        assert client.post("/v1/predict", json={"sentence": "a ___"}).status_code == 404  # no LM head here
+        assert client.get("/health").status_code == 200  # still serving
+
+
+def test_the_command_refuses_bad_settings_on_one_line(capsys, tmp_path):
+    import socket
+
+    import torch
+
+    from pyelmo.cli import main
+
+    threads = torch.get_num_threads()  # the command sets them for its process; restore for the other tests
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 1
+        assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+    for argv, message in ((["--port", "70000"], "--port out of range"), (["--max-tokens", "0"], "--max-tokens"),
+                          (["--model", str(tmp_path / "missing"), "--port", "0"], "missing")):
+        assert main(["serve", *argv]) == 1
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+    torch.set_num_threads(threads)
+
+
+class _CountingEmbedder:
+    """Records the batches it is given; each call takes ``delay`` seconds."""
+
+    def __init__(self, delay: float = 0.05) -> None:
+        self.calls: list[int] = []
+        self.delay = delay
+
+    def embed_batch(self, batch):
+        self.calls.append(len(batch))
+        time.sleep(self.delay)
+        return [np.full((1, len(s), 1), float(len(s[0])), dtype=np.float32) for s in batch]
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_the_batcher_groups_concurrent_requests(batching):
+    embedder = _CountingEmbedder()
+    batcher = Batcher(embedder, batching=batching, max_wait=0.02)
+    requests = [[["x" * (i + 1)] * (i % 3 + 1)] for i in range(12)]  # distinct first tokens
+    futures = [None] * len(requests)
+
+    def submit(i):
+        futures[i] = batcher.submit(requests[i])
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(len(requests))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, future in enumerate(futures):
+        (vectors,) = future.result(timeout=10)
+        assert vectors.shape == (1, i % 3 + 1, 1) and vectors[0, 0, 0] == i + 1  # each gets its own rows
+    batcher.close()
+    if batching:
+        assert len(embedder.calls) < len(requests) / 2 and sum(embedder.calls) == len(requests)
+    else:
+        assert embedder.calls == [1] * len(requests)
+
+
+def test_the_batcher_survives_errors_and_cancellations():
+    embedder = _CountingEmbedder(delay=0.2)
+    batcher = Batcher(embedder, max_wait=0.0)
+    first = batcher.submit([["a"]])  # occupies the worker
+    time.sleep(0.05)
+    cancelled = batcher.submit([["gone"]])
+    assert cancelled.cancel()
+    assert first.result(timeout=5)[0][0, 0, 0] == 1
+    failing = batcher.call(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result(timeout=5)
+    assert batcher.submit([["abc"]]).result(timeout=5)[0][0, 0, 0] == 3
+    batcher.close()
+    assert embedder.calls == [1, 1]  # the cancelled request was never computed
+
+
+def test_a_client_that_leaves_cancels_its_queued_work():
+    import asyncio
+
+    from pyelmo.serve.app import BodyLimit
+
+    embedder = _CountingEmbedder(delay=0.3)
+    batcher = Batcher(embedder, max_wait=0.0)
+    busy = batcher.submit([["a"]])  # the worker is busy when the next request arrives
+    sent = []
+
+    async def app(scope, receive, send):
+        await batcher.embed([["never", "computed"]])
+        sent.append("answered")
+
+    async def scenario():
+        messages = [{"type": "http.request", "body": b"{}", "more_body": False}, {"type": "http.disconnect"}]
+
+        async def receive():
+            if messages:
+                await asyncio.sleep(0.05)
+                return messages.pop(0)
+            await asyncio.Event().wait()
+
+        async def send(message):
+            sent.append(message)
+
+        await asyncio.wait_for(BodyLimit(app, 1000)({"type": "http", "headers": []}, receive, send), timeout=5)
+
+    asyncio.run(scenario())
+    busy.result(timeout=5)
+    batcher.close()
+    assert sent == [] and embedder.calls == [1]
+
+
+def test_batched_vectors_equal_unbatched(service):
+    sentences = [["a", "bank"], ["The", "river", "bank", "was", "muddy", "after", "the", "rain", "."], ["Hi", "."]]
+    futures = [service.batcher.submit([s]) for s in sentences]
+    for sentence, future in zip(sentences, futures):
+        np.testing.assert_allclose(future.result(timeout=30)[0], service.embedder.embed_sentence(sentence), atol=1e-5)
+
+
+def test_the_corpus_vectors_are_cached(service, tmp_path):
+    from pyelmo.serve.neighbours import SampleCorpus
+
+    class Counting:
+        calls = 0
+
+        def embed_sentences(self, sentences):
+            Counting.calls += 1
+            return service.embedder.embed_sentences(sentences)
+
+    first = SampleCorpus.load(Counting(), "fingerprint-a", tmp_path)
+    second = SampleCorpus.load(Counting(), "fingerprint-a", tmp_path)
+    assert Counting.calls == 1 and len(list(tmp_path.glob("neighbours-*.npz"))) == 1
+    np.testing.assert_array_equal(first.unit_vectors(np.arange(5)), second.unit_vectors(np.arange(5)))
+    SampleCorpus.load(Counting(), "fingerprint-b", tmp_path)  # another model: computed again
+    assert Counting.calls == 2 and len(list(tmp_path.glob("neighbours-*.npz"))) == 2
+
+
+# ---------------------------------------------------------------------------- schema fuzz
+
+
+def test_fuzzed_requests_never_get_a_server_error(service):
+    """Requests generated from the OpenAPI schema (valid and not), a few dozen per operation: no 5xx."""
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given, settings
+
+    schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(_sibling(service, predictor=service.predictor)))
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert {op.path for op in operations} >= {"/v1/embed", "/v1/similarity", "/v1/neighbours", "/v1/predict"}
+    statuses: dict[str, set[int]] = {}
+    for operation in operations:
+        @given(case=operation.as_strategy())
+        @settings(max_examples=20, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))
+        def check(case):
+            response = case.call()
+            statuses.setdefault(case.path, set()).add(response.status_code)
+            assert response.status_code < 500, (case.path, case.body, response.text[:300])
+            if response.status_code >= 400:
+                assert "message" in response.json()["error"]
+
+        check()
+    assert set(statuses) == {op.path for op in operations}, statuses  # every operation was called
