@@ -347,6 +347,11 @@ def read_fortunes(root: Path) -> Iterator[str]:
                 yield par
 
 
+def _is_prose(par: str, share: float = 0.7) -> bool:
+    """At least 4 words, mostly letters (see :func:`_mostly_letters`)."""
+    return len(par.split()) >= 4 and _mostly_letters(par, share)
+
+
 def _mostly_letters(text: str, share: float = 0.7) -> bool:
     """True when at least ``share`` of the non-space characters are letters."""
     chars = [c for c in text if not c.isspace()]
@@ -808,7 +813,7 @@ def _doc_pages(root: Path, folder: str) -> list[Path]:
 def _doc_prose(pages: list[Path]) -> Iterator[str]:
     for path in pages:
         for par in html_paragraphs(path.read_text(encoding="utf-8", errors="replace")):
-            if len(par.split()) >= 4 and _mostly_letters(par, 0.75):
+            if _is_prose(par, 0.75):
                 yield par
 
 
@@ -831,6 +836,13 @@ _DATE = re.compile(r"^\(\d{4}-\d\d-\d\d\)$")
 _PAREN_URL = re.compile(r"\(\s*(?:https?|ftp)://[^)]*\)|(?:https?|ftp)://\S+|\S+@\S+\.\S+")
 
 
+def _blank_line_blocks(path: Path) -> list[str]:
+    """The blank-line separated blocks of a text file, gzip-compressed (``.gz``, ``.dz``) or not."""
+    opener = gzip.open if path.suffix in (".gz", ".dz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+        return re.split(r"\n\s*\n", fh.read())
+
+
 def _dict_prose(par: str) -> str:
     """Cross-references ``{word}`` become plain words; URLs and e-mail addresses go."""
     par = _PAREN_URL.sub(" ", par)
@@ -842,12 +854,8 @@ def read_foldoc(root: Path) -> Iterator[str]:
     """FOLDOC definitions (dictd ``foldoc.dict[.dz]``): the indented body paragraphs of
     every entry, the database's own ``00-database-*`` entries, ``<domain>`` labels and
     ``(YYYY-MM-DD)`` date lines dropped, cross-references kept as words."""
-    path = _find(root, "foldoc.dict.dz", "foldoc.dict")
-    opener = gzip.open if path.suffix == ".dz" else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-        text = fh.read()
     in_db = True
-    for block in re.split(r"\n\s*\n", text):
+    for block in _blank_line_blocks(_find(root, "foldoc.dict.dz", "foldoc.dict")):
         lines = block.split("\n")
         if lines and lines[0] and not lines[0][0].isspace():  # a headword line starts an entry
             in_db = lines[0].startswith("00-database")
@@ -859,7 +867,7 @@ def read_foldoc(root: Path) -> Iterator[str]:
         if not par or _DATE.match(par):
             continue
         par = _dict_prose(par)
-        if len(par.split()) >= 4 and _mostly_letters(par):
+        if _is_prose(par):
             yield par
 
 
@@ -872,12 +880,8 @@ def read_jargon(root: Path) -> Iterator[str]:
     """Jargon File entries (``jargon.txt[.gz]``): the paragraphs after the first
     ``:headword:`` line; headword lines with their pronunciation and part of speech,
     sense numbers and leading bracketed etymologies dropped."""
-    path = _find(root, "jargon.txt.gz", "jargon.txt")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-        text = fh.read()
     started = False
-    for block in re.split(r"\n\s*\n", text):
+    for block in _blank_line_blocks(_find(root, "jargon.txt.gz", "jargon.txt")):
         par = _squash(block)
         if par.startswith(":") and _JARGON_HEAD.match(par):
             started = True
@@ -890,7 +894,7 @@ def read_jargon(root: Path) -> Iterator[str]:
         par = re.sub(r"^\[[^\[\]]*\]\s*", "", par)
         par = _JARGON_SENSE.sub("", par)
         par = _dict_prose(par)
-        if len(par.split()) >= 4 and _mostly_letters(par):
+        if _is_prose(par):
             yield par
 
 
@@ -917,8 +921,6 @@ class Source:
     era: str = "modern"
     cap: int | None = None
 
-
-ERAS = ("archaic", "modern", "technical")
 
 SOURCES: dict[str, Source] = {
     s.name: s
