@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import struct
@@ -42,6 +43,54 @@ def r_serialize_strings(lines: list[str | None], names_attr: bool = False) -> by
         out += _r_int(16) + _r_int(len(lines)) + b"".join(_r_charsxp(f"n{i}") for i in range(len(lines)))
         out += _r_int(254)
     return out
+
+
+def r_serialize_frame(columns: dict[str, list[str | None]]) -> bytes:
+    """A version-3 XDR serialization of an R list (data frame) of character columns, with names."""
+    out = b"X\n" + _r_int(3) + _r_int(0x040201) + _r_int(0x030500) + _r_int(5) + b"UTF-8"
+    out += _r_int(19 | (1 << 9)) + _r_int(len(columns))
+    for values in columns.values():
+        out += _r_int(16) + _r_int(len(values)) + b"".join(_r_charsxp(v) for v in values)
+    out += _r_int(2 | (1 << 10)) + _r_int(1) + _r_charsxp("names")
+    out += _r_int(16) + _r_int(len(columns)) + b"".join(_r_charsxp(n) for n in columns)
+    out += _r_int(254)
+    return out
+
+
+def write_lazyload(path: Path, objects: dict[str, bytes], kind: bytes = b"Z") -> None:
+    """An R lazy-load database (``.rdb`` + gzip-compressed ``.rdx`` index) as R writes it:
+    ``kind`` ``Z`` raw LZMA2, ``2`` bzip2, ``b""`` zlib."""
+    import bz2
+    import lzma
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blobs, table = b"", {}
+    for name, obj in objects.items():
+        if kind == b"Z":
+            body = lzma.compress(obj, lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2, "preset": 9}])
+        elif kind == b"2":
+            body = bz2.compress(obj)
+        else:
+            body = zlib.compress(obj)
+        blob = struct.pack(">I", len(obj)) + kind + body
+        table[name] = (len(blobs), len(blob))
+        blobs += blob
+    path.write_bytes(blobs)
+    head = b"X\n" + _r_int(3) + _r_int(0x040201) + _r_int(0x030500) + _r_int(5) + b"UTF-8"
+    entries = b"".join(_r_int(13) + _r_int(2) + _r_int(off) + _r_int(n) for off, n in table.values())
+    names = _r_int(16) + _r_int(len(table)) + b"".join(_r_charsxp(n) for n in table)
+    index = (head + _r_int(19 | (1 << 9)) + _r_int(1)
+             + _r_int(19 | (1 << 9)) + _r_int(len(table)) + entries
+             + _r_int(2 | (1 << 10)) + _r_int(1) + _r_charsxp("names") + names + _r_int(254)
+             + _r_int(2 | (1 << 10)) + _r_int(1) + _r_charsxp("names")
+             + _r_int(16) + _r_int(1) + _r_charsxp("variables") + _r_int(254))
+    path.with_suffix(".rdx").write_bytes(gzip.compress(index))
+
+
+REVIEWS = {"training_data": r_serialize_frame({
+    "product": ["B001", "B002"],
+    "review": ["Great coffee, I drink it every morning.<br /><br />Shipping was fast &amp; cheap.", None]}),
+    "testing_data": r_serialize_frame({"product": ["B003"], "review": ["The <b>bread</b> mix was stale."]})}
 
 
 def write_rdb(path: Path, objects: list[bytes]) -> None:
@@ -119,12 +168,20 @@ def roots(tmp_path: Path) -> dict[str, Path]:
         r_serialize_strings(["\"I mentioned no names, you will observe. Oh! no; cautious as a minister.\""], names_attr=True),
     ])
     r["austen"] = tmp_path / "austen"
+    r.update({n: DATA / n for n in ("chitchat", "foldoc", "jargon", "linuxdoc", "pythondoc")})
+    r["ham"] = r["sotu"] = DATA / "stdlib"
+    write_lazyload(tmp_path / "modeldata/usr/lib/R/site-library/modeldata/data/Rdata.rdb", REVIEWS)
+    r["finefoods"] = tmp_path / "modeldata"
     return r
 
 
-def read_all(outdir: Path) -> dict[str, list[str]]:
+def read_all_dirs(outdir: Path, folders) -> dict[str, list[str]]:
     return {sp: [ln for f in sorted((outdir / sp).glob("shard-*.txt"))
-                 for ln in f.read_text(encoding="utf-8").splitlines()] for sp in splits.SPLITS}
+                 for ln in f.read_text(encoding="utf-8").splitlines()] for sp in folders}
+
+
+def read_all(outdir: Path) -> dict[str, list[str]]:
+    return read_all_dirs(outdir, splits.SPLITS)
 
 
 # ---------------------------------------------------------------- readers
@@ -256,6 +313,73 @@ def test_fortunes() -> None:
                    "Bold text is overstruck here in this fortune."]
 
 
+def test_fine_foods_from_lazyload_database(tmp_path: Path) -> None:
+    expected = ["Great coffee, I drink it every morning.", "Shipping was fast & cheap.", "The bread mix was stale."]
+    for kind in (b"Z", b"2", b""):
+        root = tmp_path / (kind.decode() or "zlib")
+        write_lazyload(root / "modeldata/data/Rdata.rdb", REVIEWS, kind)
+        assert list(sources.read_fine_foods(root)) == expected
+    rdb = tmp_path / "bad/data/Rdata.rdb"
+    write_lazyload(rdb, {"training_data": REVIEWS["training_data"]})
+    with pytest.raises(InputError, match="no object named 'testing_data'"):
+        list(sources.read_fine_foods(tmp_path / "bad"))
+    data = bytearray(rdb.read_bytes())
+    data[10:20] = b"\0" * 10
+    rdb.write_bytes(bytes(data))
+    with pytest.raises(InputError):
+        list(sources.read_fine_foods(tmp_path / "bad"))
+    with pytest.raises(InputError, match="Rdata.rdb"):
+        list(sources.read_fine_foods(tmp_path / "nothing"))
+
+
+def test_chitchat_messages(tmp_path: Path) -> None:
+    assert list(sources.read_chitchat(DATA / "chitchat")) == [
+        "Hello there", "How are you doing today?", "I went to the bank to open an account. It took an hour.",
+        "We sat on the river bank and watched the boats."]
+    (tmp_path / "dataset.json").write_text("[1, 2]")
+    with pytest.raises(InputError, match="chitchat"):
+        list(sources.read_chitchat(tmp_path))
+
+
+def test_stdlib_sotu_from_1900_and_ham_only() -> None:
+    sotu = list(sources.read_sotu(DATA / "stdlib"))
+    assert sotu[0].startswith("To the Senate") and sotu[1].startswith("We must keep the peace")
+    assert len(sotu) == 2  # the 1899 address and the .json twin are not read
+    ham = list(sources.read_spam_assassin_ham(DATA / "stdlib"))
+    assert ham == ["Isn't it just basically a mixture of beaten egg and bacon (or pancetta, really)? "
+                   "You mix in the raw egg to the cooked pasta. See for more.",
+                   "This week the shop opens a new branch in the old town centre."]
+    text = " ".join(ham)  # no quotes, attribution, signature, footer, spam, German, URLs
+    for bad in ("Carbonara", "wrote", "Martin", "Yahoo", "unsubscribe", "WIN", "Spam", "Newsletter", "http"):
+        assert bad not in text, bad
+    assert sources.looks_english("the cat sat on the mat with a hat") and not sources.looks_english(
+        "Diesen Monat im Newsletter heisse Gespraeche kurzen Hosen")
+
+
+def test_html_documentation_prose() -> None:
+    linux = list(sources.read_linux_doc(DATA / "linuxdoc"))
+    assert linux == ["KSM is a memory-saving de-duplication feature, enabled by CONFIG_KSM=y, "
+                     "added to the Linux kernel in 2.6.32.",
+                     "The daemon merges identical pages & frees the duplicates so that memory is saved."]
+    python = list(sources.read_python_doc(DATA / "pythondoc"))
+    assert python == ["Return the absolute value of a number. The argument may be an integer or a float.",
+                      "Many other operations also produce lists, including the sorted() built-in."]
+    with pytest.raises(InputError, match="documentation folder"):
+        list(sources.read_linux_doc(DATA / "pythondoc"))
+
+
+def test_foldoc_and_jargon() -> None:
+    assert list(sources.read_foldoc(DATA / "foldoc")) == [
+        "(ADT) A kind of data abstraction where a type's internal form is hidden behind a set of access functions.",
+        "Selecting one of several banks of memory that share the same addresses, for example by writing to a "
+        "control port."]
+    assert list(sources.read_jargon(DATA / "jargon")) == [
+        "To consume, usu.: used with \u2018up\u2019. \u201cThe output spy gobbles characters out of a tty "
+        "output buffer.\u201d",
+        "When used to describe a magnetic medium, describes one containing a tested, up-to-spec, ready-to-ship "
+        "software version. See for details."]
+
+
 def test_sentence_splitter() -> None:
     build._init_worker()
     assert build.split_sentences('"I shall not. I am not intimidated. Is Mr. Darcy here?" said she. '
@@ -340,8 +464,9 @@ def test_build_end_to_end(roots: dict[str, Path], tmp_path: Path) -> None:
     assert all(n == 4 for n in shard_sizes[:-1]) and 1 <= shard_sizes[-1] <= 4
     assert sum(shard_sizes) == stats["totals"]["train"]["sentences"] == len(lines["train"])
     assert stats["totals"]["train"]["tokens"] == sum(len(s.split()) for s in lines["train"])
-    assert set(stats["sources"]) == set(sources.SOURCES) and len(stats["sources"]) == 11
-    assert all(stats["sources"][n]["train"]["sentences"] > 0 for n in stats["sources"])
+    assert set(stats["sources"]) == set(sources.SOURCES) and len(stats["sources"]) == 19
+    assert all(sum(stats["sources"][n][sp]["sentences"] for sp in splits.SPLITS) > 0 for n in stats["sources"])
+    assert stats["totals"]["valid-modern"]["sentences"] <= stats["totals"]["valid"]["sentences"]
     assert not list(out.rglob("*.tmp")) and not list(out.rglob(".*"))  # no temp files left
     on_disk = json.loads((out / "stats.json").read_text())
     assert on_disk["files_hash"] == stats["files_hash"] and on_disk["complete"] is True
@@ -368,6 +493,59 @@ def test_build_end_to_end(roots: dict[str, Path], tmp_path: Path) -> None:
     assert not (out2 / "train/shard-09999.txt").exists()
 
 
+def _cap_key(sentence: str) -> bytes:
+    return hashlib.sha1(b"cap:" + sentence.encode("utf-8")).digest()
+
+
+def test_caps_keep_a_fixed_hash_sample(roots: dict[str, Path], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    full = build.build_corpus(tmp_path / "full", roots=roots, sources=["chitchat", "sotu"], workers=1,
+                              progress=False, log=lambda m: None)
+    every = {s for sp in splits.SPLITS for s in read_all(tmp_path / "full")[sp]}
+    sotu = build.build_corpus(tmp_path / "sotu", roots=roots, sources=["sotu"], workers=1,
+                              progress=False, log=lambda m: None)
+    sotu_sents = sorted({s for sp in splits.SPLITS for s in read_all(tmp_path / "sotu")[sp]}, key=_cap_key)
+    assert full["sources"]["sotu"]["capped"] == 0 and len(sotu_sents) >= 3
+    expected, budget = set(), 30
+    for sent in sotu_sents:  # the rule: hash order, stop at the first sentence over the budget
+        if len(sent.split()) > budget:
+            break
+        budget -= len(sent.split())
+        expected.add(sent)
+    assert 0 < len(expected) < len(sotu_sents)
+    monkeypatch.setitem(sources.SOURCES, "sotu", dataclasses.replace(sources.SOURCES["sotu"], cap=30))
+    stats = build.build_corpus(tmp_path / "capped", roots=roots, sources=["chitchat", "sotu"], workers=1,
+                               progress=False, log=lambda m: None)
+    capped = {s for sp in splits.SPLITS for s in read_all(tmp_path / "capped")[sp]}
+    assert every - capped == set(sotu_sents) - expected
+    src = stats["sources"]["sotu"]
+    kept = sum(src[sp]["tokens"] for sp in splits.SPLITS)
+    assert kept == sum(len(s.split()) for s in expected) <= 30
+    assert src["capped"] == len(sotu_sents) - len(expected) and kept + src["capped_tokens"] == sum(
+        len(s.split()) for s in sotu_sents)
+    assert stats["sources"]["chitchat"] == full["sources"]["chitchat"]  # other sources untouched
+    assert src["cap"] == 30 and src["era"] == "modern"
+
+
+def test_modern_heldout_splits(roots: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """valid-modern/test-modern: the valid/test sentences of non-archaic sources only."""
+    monkeypatch.setattr(splits, "corpus_split", lambda s: splits.SPLITS[splits.hash_bucket(s, 3)])
+    stats = build.build_corpus(tmp_path / "o", roots=roots, sources=["web", "austen", "chitchat", "sotu"],
+                               workers=1, progress=False, log=lambda m: None)
+    lines = read_all_dirs(tmp_path / "o", (*splits.SPLITS, "valid-modern", "test-modern"))
+    modern_only = build.build_corpus(tmp_path / "m", roots=roots, sources=["chitchat", "sotu"], workers=1,
+                                     progress=False, log=lambda m: None)
+    held = read_all(tmp_path / "m")
+    modern = set(held["valid"] + held["test"])
+    assert stats["totals"]["valid-modern"] == modern_only["totals"]["valid"]
+    for sp in ("valid", "test"):
+        assert lines[f"{sp}-modern"] == [s for s in lines[sp] if s in modern]
+        assert stats["totals"][f"{sp}-modern"]["sentences"] == len(lines[f"{sp}-modern"])
+    assert lines["valid-modern"] and len(lines["valid-modern"]) < len(lines["valid"])  # some archaic ones left out
+
+
 def test_build_subset_and_errors(roots: dict[str, Path], tmp_path: Path) -> None:
     stats = build.build_corpus(tmp_path / "o", roots=roots, sources=["fortunes", "brown"], workers=1,
                                progress=False, log=lambda m: None)
@@ -386,5 +564,6 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert main(["corpus", "build", str(tmp_path / "o"), "--workers", "0"]) == 1
     with pytest.raises(SystemExit):
         main(["corpus", "build", "--help"])
-    assert "--sources" in capsys.readouterr().out
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--sources" in help_text and ", ".join(sources.SOURCES) in help_text
     assert isinstance(fetch.FetchError("x"), PyelmoError)

@@ -38,6 +38,34 @@ def test_demo_prints_table_and_writes_png(lm_dir, tmp_path, capsys):
         if not row.startswith("apple:"):  # "apple" / "Apple" differ in their characters
             assert row.split()[-4] == "1.000"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    lines = out.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("mean cosine similarity")))
+    table = [line.replace("layer ", "layer_").split() for line in lines[start + 2 : start + 2 + 3 * 4]]
+    assert [(r[0], r[1]) for r in table[:4]] == [
+        ("bank", "layer_0"), ("bank", "layer_1"), ("bank", "layer_2"), ("bank", "average")]
+    for r in table:  # same-sense and different-sense means are cosines; the gap is their difference
+        same, diff, gap = float(r[2]), float(r[3]), float(r[4])
+        assert -1 <= diff <= 1 and -1 <= same <= 1 and gap == pytest.approx(same - diff, abs=2e-3)
+        if r[1] == "layer_0":  # layer 0 sees only the characters: no gap by construction
+            assert r[2:5] == ["1.000", "1.000", "+0.000"]
+
+
+def test_sense_separation_on_hand_made_vectors():
+    from pyelmo.demo import format_separation, separation_of
+
+    # 4 contexts, 2 senses; layer 0 identical, layer 1 perfectly separated (+ the average layer).
+    layer0 = np.ones((4, 2))
+    layer1 = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
+    vectors = np.stack([layer0, layer1, (layer0 + layer1) / 2], axis=1)
+    sep = separation_of(vectors, "w", ["a", "a", "b", "b"])
+    assert sep.senses == {"a": 2, "b": 2}
+    assert sep.within["layer 0"] == pytest.approx(1.0) and sep.across["layer 0"] == pytest.approx(1.0)
+    unit = layer1 / np.linalg.norm(layer1, axis=1, keepdims=True)
+    assert sep.within["layer 1"] == pytest.approx(unit[0] @ unit[1])
+    assert sep.across["layer 1"] == pytest.approx(np.mean([unit[i] @ unit[j] for i in (0, 1) for j in (2, 3)]))
+    assert sep.within["layer 1"] > 0.99 > 0.2 > sep.across["layer 1"]
+    text = format_separation([sep])
+    assert "w       layer 1" in text and f"{sep.within['layer 1'] - sep.across['layer 1']:+8.3f}" in text
 
 
 def test_similarity_needs_the_word_in_both(lm_dir, capsys):

@@ -18,29 +18,67 @@ SEED_PAIRS: list[tuple[str, list[str]]] = [
     ("play", ["Children play in the park.", "The actor will play a role.", "I want to play music."]),
 ]
 
-#: Several contexts per sense of "bank" for the heatmap and the 2-D projection.
-BANK_CONTEXTS: dict[str, list[str]] = {
-    "money": [
-        "I deposited money in the bank.",
-        "The bank approved her loan on Friday.",
-        "He opened a savings account at the local bank.",
-        "The central bank raised interest rates again.",
-        "She withdrew cash from the bank this morning.",
-        "The bank charges a fee for every transfer.",
-        "Robbers broke into the bank at night.",
-        "My bank sent me a new credit card.",
-    ],
-    "river": [
-        "The boat stopped near the river bank.",
-        "We had a picnic on the bank of the stream.",
-        "Fishermen lined the muddy bank at dawn.",
-        "The river overflowed its bank after the storm.",
-        "Reeds grew thick along the bank of the lake.",
-        "He climbed up the steep bank from the water.",
-        "Willows leaned over the grassy bank.",
-        "The children slid down the bank into the river.",
-    ],
+#: Several contexts per sense of each ambiguous word: the same-sense vs different-sense table,
+#: the heatmap and projection ("bank") and the bar charts.  The "apple" sentences all start
+#: with "Apple", so that layer 0 (which sees the characters) cannot tell the senses apart.
+SENSE_CONTEXTS: dict[str, dict[str, list[str]]] = {
+    "bank": {
+        "money": [
+            "I deposited money in the bank.",
+            "The bank approved her loan on Friday.",
+            "He opened a savings account at the local bank.",
+            "The central bank raised interest rates again.",
+            "She withdrew cash from the bank this morning.",
+            "The bank charges a fee for every transfer.",
+            "Robbers broke into the bank at night.",
+            "My bank sent me a new credit card.",
+        ],
+        "river": [
+            "The boat stopped near the river bank.",
+            "We had a picnic on the bank of the stream.",
+            "Fishermen lined the muddy bank at dawn.",
+            "The river overflowed its bank after the storm.",
+            "Reeds grew thick along the bank of the lake.",
+            "He climbed up the steep bank from the water.",
+            "Willows leaned over the grassy bank.",
+            "The children slid down the bank into the river.",
+        ],
+    },
+    "apple": {
+        "fruit": [
+            "Apple trees need a cold winter to bear fruit.",
+            "Apple slices turn brown when they are left out.",
+            "Apple crumble is best with a little cinnamon.",
+            "Apple seeds contain a small amount of cyanide.",
+        ],
+        "company": [
+            "Apple announced a new laptop at its conference.",
+            "Apple shares fell after the earnings report.",
+            "Apple opened a large store in the city centre.",
+            "Apple hired hundreds of engineers last year.",
+        ],
+    },
+    "play": {
+        "game": [
+            "The kids play tag in the yard after lunch.",
+            "We play chess every Sunday evening.",
+            "Dogs love to play with a ball.",
+        ],
+        "theatre": [
+            "She will play Juliet in the spring production.",
+            "He was cast to play the detective in the film.",
+            "Who is going to play the king tonight?",
+        ],
+        "music": [
+            "He learned to play the piano as a child.",
+            "Can you play the guitar at the party?",
+            "The band will play their new song first.",
+        ],
+    },
 }
+
+#: Several contexts per sense of "bank" (kept for compatibility; see ``SENSE_CONTEXTS``).
+BANK_CONTEXTS: dict[str, list[str]] = SENSE_CONTEXTS["bank"]
 
 
 @dataclass
@@ -75,49 +113,155 @@ def format_table(rows: list[SimilarityRow]) -> str:
     return "\n".join(lines)
 
 
-def plot_bank(embedder, path: str | os.PathLike) -> Path:
-    """Write a PNG: similarity heatmap of "bank" over contexts (top layer), and PCA at layer 0 vs top layer."""
+@dataclass
+class SenseSeparation:
+    """Mean cosine similarity of a word's vectors over pairs of contexts of the same sense
+    (``within``) and of different senses (``across``), per layer and for the layer average."""
+
+    word: str
+    senses: dict[str, int]  # sense -> number of contexts
+    within: dict[str, float]
+    across: dict[str, float]
+
+
+def context_vectors(embedder, word: str, contexts: dict[str, list[str]]) -> tuple[np.ndarray, list[str], list[str]]:
+    """``(vectors (n, L + 1, D), senses, sentences)`` of ``word`` in every context, the
+    layer average appended as the last layer; contexts in sense order."""
+    senses = [sense for sense, items in contexts.items() for _ in items]
+    sentences = [s for items in contexts.values() for s in items]
+    tokenized = [tokenize(s) for s in sentences]
+    outputs = embedder.embed_batch(tokenized)
+    vectors = np.stack([out[:, find_word(t, word, where=s)] for s, t, out in zip(sentences, tokenized, outputs)])
+    return with_average_layer(vectors)[0], senses, sentences
+
+
+def sense_separation(embedder, word: str, contexts: dict[str, list[str]]) -> SenseSeparation:
+    """Mean same-sense and different-sense cosine similarity of ``word`` per layer."""
+    vectors, senses, _ = context_vectors(embedder, word, contexts)
+    return separation_of(vectors, word, senses)
+
+
+def separation_of(vectors: np.ndarray, word: str, senses: list[str]) -> SenseSeparation:
+    """:class:`SenseSeparation` of precomputed ``vectors (n, L + 1, D)`` (last: the average)."""
+    labels = np.array(senses)
+    upper = np.triu(np.ones((len(senses), len(senses)), dtype=bool), k=1)
+    same = (labels[:, None] == labels[None, :]) & upper
+    diff = (labels[:, None] != labels[None, :]) & upper
+    names = [f"layer {i}" for i in range(vectors.shape[1] - 1)] + ["average"]
+    within, across = {}, {}
+    for k, name in enumerate(names):
+        sims = cosine_matrix(vectors[:, k])
+        within[name], across[name] = float(sims[same].mean()), float(sims[diff].mean())
+    return SenseSeparation(word, {s: senses.count(s) for s in dict.fromkeys(senses)}, within, across)
+
+
+def format_separation(rows: list[SenseSeparation]) -> str:
+    """A text table: per word and layer, mean same-sense vs different-sense similarity."""
+    lines = ["mean cosine similarity of the word over pairs of contexts: same sense vs different senses",
+             f"{'word':<8}{'layer':<9}{'same':>7}{'different':>11}{'gap':>8}  senses (contexts)"]
+    for r in rows:
+        senses = ", ".join(f"{s} {n}" for s, n in r.senses.items())
+        for name in r.within:
+            gap = round(r.within[name] - r.across[name], 3) + 0.0  # no "-0.000"
+            lines.append(f"{r.word:<8}{name:<9}{r.within[name]:7.3f}{r.across[name]:11.3f}{gap:+8.3f}  {senses}")
+            senses = ""
+    return "\n".join(lines)
+
+
+def all_context_vectors(embedder, contexts: dict[str, dict[str, list[str]]] | None = None) -> dict[str, tuple]:
+    """:func:`context_vectors` of every word of ``contexts`` (default ``SENSE_CONTEXTS``)."""
+    contexts = SENSE_CONTEXTS if contexts is None else contexts
+    return {word: context_vectors(embedder, word, ctx) for word, ctx in contexts.items()}
+
+
+def plot_senses(embedder, path: str | os.PathLike, contexts: dict[str, dict[str, list[str]]] | None = None) -> Path:
+    """Embed ``contexts`` (default ``SENSE_CONTEXTS``) and write the figure of :func:`write_sense_figure`."""
+    return write_sense_figure(all_context_vectors(embedder, contexts), path)
+
+
+def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike) -> Path:
+    """Write a PNG from :func:`all_context_vectors` output: for the first word ("bank"), the
+    top-layer similarity heatmap (contexts ordered by sense, colour scale fitted to the
+    off-diagonal values) and a PCA projection of the top layer; for every word, bars of
+    same-sense vs different-sense similarity per layer."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels, sentences = [], []
-    for sense, items in BANK_CONTEXTS.items():
-        labels += [sense] * len(items)
-        sentences += items
-    tokenized = [tokenize(s) for s in sentences]
-    outputs = embedder.embed_batch(tokenized)
-    vectors = np.stack([out[:, find_word(t, "bank")] for t, out in zip(tokenized, outputs)])  # (n, L, D)
-    top = vectors.shape[1] - 1
+    first = next(iter(data))
+    vectors, senses, sentences = data[first]
+    top = vectors.shape[1] - 2  # the last is the average
 
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5.5))
+    fig = plt.figure(figsize=(19, 12))
+    grid = fig.add_gridspec(2, len(data), height_ratios=[1.35, 1], hspace=0.25, wspace=0.3, bottom=0.07)
+    heat = fig.add_subplot(grid[0, : max(1, len(data) - 1)])
     sims = cosine_matrix(vectors[:, top])
-    image = axes[0].imshow(sims, cmap="viridis", vmin=min(0.0, float(sims.min())), vmax=1)
-    axes[0].set_title(f'"bank": cosine similarity, layer {top}')
-    ticks = [f"{lab}: {s[:28]}" for lab, s in zip(labels, sentences)]
-    axes[0].set_yticks(range(len(ticks)), ticks, fontsize=6)
-    axes[0].set_xticks(range(len(ticks)), [str(i) for i in range(len(ticks))], fontsize=6)
-    fig.colorbar(image, ax=axes[0], fraction=0.046)
-    colours = {"money": "tab:green", "river": "tab:blue"}
-    for ax, layer in ((axes[1], 0), (axes[2], top)):
-        points = _pca2(vectors[:, layer])
-        for sense in BANK_CONTEXTS:
-            chosen = [i for i, lab in enumerate(labels) if lab == sense]
-            ax.scatter(points[chosen, 0], points[chosen, 1], c=colours.get(sense), label=sense, s=40, alpha=0.8)
-        ax.set_title(f'"bank" in {len(labels)} contexts, PCA of layer {layer}'
-                     + ("\n(context-independent: all contexts one point)" if layer == 0 else ""))
-        ax.legend()
-    fig.tight_layout()
+    off = ~np.eye(len(sims), dtype=bool)
+    lo, hi = float(sims[off].min()), float(sims[off].max())
+    if hi - lo < 1e-6:
+        lo, hi = lo - 1e-3, hi + 1e-3
+    shown = np.where(off, sims, np.nan)
+    image = heat.imshow(shown, cmap="viridis", vmin=lo, vmax=hi)
+    heat.set_title(f'"{first}": cosine similarity at layer {top}, contexts grouped by sense\n'
+                   f'(colour scale fitted: {lo:.3f} to {hi:.3f}; diagonal left blank)', fontsize=11)
+    heat.set_yticks(range(len(sentences)), [f"{i}. [{s}] {t}" for i, (s, t) in enumerate(zip(senses, sentences))],
+                    fontsize=9)
+    heat.set_xticks(range(len(sentences)), [str(i) for i in range(len(sentences))], fontsize=8)
+    bounds = [i for i in range(1, len(senses)) if senses[i] != senses[i - 1]]
+    for b in bounds:
+        heat.axhline(b - 0.5, color="white", lw=2)
+        heat.axvline(b - 0.5, color="white", lw=2)
+    fig.colorbar(image, ax=heat, fraction=0.03, pad=0.01)
+
+    pca = fig.add_subplot(grid[0, -1]) if len(data) > 1 else None
+    if pca is not None:
+        points = _pca2(vectors[:, top])
+        for k, sense in enumerate(dict.fromkeys(senses)):
+            chosen = [i for i, s in enumerate(senses) if s == sense]
+            pca.scatter(points[chosen, 0], points[chosen, 1], color=f"C{k}", label=sense, s=50, alpha=0.85)
+            for i in chosen:
+                pca.annotate(str(i), points[i], fontsize=8, xytext=(3, 3), textcoords="offset points")
+        pca.set_title(f'"{first}": PCA of layer {top}\n(numbers: heatmap rows)', fontsize=11)
+        pca.legend(fontsize=9)
+
+    for col, (word, (vecs, word_senses, _)) in enumerate(data.items()):
+        ax = fig.add_subplot(grid[1, col])
+        sep = separation_of(vecs, word, word_senses)
+        names = list(sep.within)
+        x = np.arange(len(names))
+        within = [sep.within[n] for n in names]
+        across = [sep.across[n] for n in names]
+        ax.bar(x - 0.2, within, 0.4, label="same sense", color="tab:green")
+        ax.bar(x + 0.2, across, 0.4, label="different senses", color="tab:gray")
+        values = within + across
+        low, high = min(values), max(values)
+        pad = max(0.05 * (high - low), 0.01)
+        ax.set_ylim(low - 3 * pad, min(1.0, high) + 3 * pad)
+        for xi, w, a in zip(x, within, across):
+            ax.annotate(f"{round(w - a, 3) + 0.0:+.3f}", (xi, max(w, a)), ha="center", va="bottom", fontsize=9,
+                        xytext=(0, 3), textcoords="offset points")
+        ax.set_xticks(x, names, fontsize=9)
+        ax.set_ylabel("mean cosine similarity (axis fitted)", fontsize=9)
+        ax.set_title(f'"{word}" ({", ".join(f"{s} {n}" for s, n in sep.senses.items())} contexts):\n'
+                     "mean similarity, same vs different sense (gap above)", fontsize=10)
+        if col == 0:
+            fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=10,
+                       bbox_to_anchor=(0.5, 0.0))
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
     try:
-        fig.savefig(tmp, dpi=110)
+        fig.savefig(tmp, dpi=100, bbox_inches="tight")
         os.replace(tmp, path)
     finally:
         plt.close(fig)
         tmp.unlink(missing_ok=True)
     return path
+
+
+def plot_bank(embedder, path: str | os.PathLike) -> Path:
+    """The demo figure (see :func:`plot_senses`); kept under its old name."""
+    return plot_senses(embedder, path)
 
 
 def _pca2(x: np.ndarray) -> np.ndarray:

