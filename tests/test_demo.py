@@ -42,7 +42,11 @@ def test_demo_prints_table_and_writes_png(lm_dir, tmp_path, capsys):
 
 def test_similarity_needs_the_word_in_both(lm_dir, capsys):
     assert main(["similarity", "I like the bank.", "The river bank.", "--word", "bank", "--model", str(lm_dir)]) == 0
-    assert "1.000" in capsys.readouterr().out
+    header, row = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert header.split()[-7:] == ["layer", "0", "layer", "1", "layer", "2", "average"]
+    values = [float(v) for v in row.split()[-4:]]
+    assert values[0] == 1.0  # layer 0 is context-independent: the same word form, the same vector
+    assert all(v < 0.9995 for v in values[1:])  # the contextual layers see two different sentences
     assert main(["similarity", "I like it.", "The river bank.", "--word", "bank", "--model", str(lm_dir)]) == 1
     assert "not a token" in capsys.readouterr().err
 
