@@ -1,5 +1,5 @@
 """Property-based checks (hypothesis) beyond test_characters.py / test_model.py: config JSON round trips,
-invalid configs always raise WeightFileError, padding invariance, vocabulary round trips, corrupt
+invalid configs always raise ConfigError, padding invariance, vocabulary round trips, corrupt
 weight files, and the memory bound for one very long sentence."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.embed import ElmoEmbedder
-from pyelmo.errors import WeightFileError
+from pyelmo.errors import ConfigError, WeightFileError
 from pyelmo.vocab import SPECIALS, Vocabulary
 from pyelmo.weights import load_bilm_hdf5, load_options
 
@@ -60,7 +60,7 @@ FIELDS = [("lstm", "dim"), ("lstm", "projection_dim"), ("lstm", "n_layers"), ("l
 
 @settings(max_examples=120, deadline=None)
 @given(valid_configs(), st.sampled_from(FIELDS), st.sampled_from(BAD_VALUES))
-def test_invalid_config_always_raises_weight_file_error(config, field, value):
+def test_invalid_config_always_raises_config_error(config, field, value):
     options = config.to_options()
     section, name = field
     if name in ("cell_clip", "proj_clip") and (value is None or value == 1.5):
@@ -72,7 +72,7 @@ def test_invalid_config_always_raises_weight_file_error(config, field, value):
     if name == "filters":
         value = [[0, 4]] if value in (0, -1) else ([] if value is None else value)
     options[section][name] = value
-    with pytest.raises(WeightFileError):
+    with pytest.raises(ConfigError):
         ElmoConfig.from_options(options)
 
 

@@ -15,9 +15,10 @@ from pyelmo.cli import main
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.training import trainer as trainer_mod
 from pyelmo.training.config import config_from_dict
-from pyelmo.training.data import DataOrder, TokenizedText, shard
-from pyelmo.training.model import LanguageModel, full_softmax_nll
-from pyelmo.training.trainer import Trainer, evaluate, perplexity, resolve_data, train
+from pyelmo.lmtext import TokenizedText
+from pyelmo.training.data import DataOrder, shard
+from pyelmo.lm import LanguageModel, evaluate, full_softmax_nll, perplexity
+from pyelmo.training.trainer import Trainer, resolve_data, train
 from pyelmo.vocab import Vocabulary, vocab_from_files
 from pyelmo.weights import from_pretrained, load_bilm_hdf5, load_native_tensors
 

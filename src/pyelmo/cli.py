@@ -23,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"pyelmo.commands.{name}").add_parser(sub)
+    for command in sub.choices.values():  # --debug after the command name too
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show full tracebacks for errors")
     return parser
 
 

@@ -20,18 +20,15 @@ from typing import BinaryIO, Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
+from pyelmo.batching import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE,  # noqa: F401
+                             SORT_WINDOW, token_budget_batches)
 from pyelmo.bilm import BiLM
 from pyelmo.characters import batch_to_ids
 from pyelmo.errors import InputError, PyelmoError
-from pyelmo.weights import write_text_atomic
+from pyelmo.strategy import RunOptions
+from pyelmo.fileio import write_text_atomic
 
 OUTPUT_FORMATS = ("all", "top", "average")
-DEFAULT_BATCH_SIZE = 64
-SORT_WINDOW = 16  # stateless mode sorts this many batches' worth of sentences by length
-#: Stateless mode: token positions (rows x longest row, with <S> and </S>) per batch.
-DEFAULT_MAX_TOKENS = 4096
-#: Token-encoder outputs kept across batches (LRU); memory: this many projection_dim vectors.
-DEFAULT_TOKEN_CACHE_SIZE = 32_768
 
 
 class ElmoEmbedder:
@@ -54,7 +51,6 @@ class ElmoEmbedder:
                  *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu",
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False) -> None:
-        from pyelmo.fast import TokenCache
         from pyelmo.models import load
 
         if batch_size < 1:
@@ -67,19 +63,19 @@ class ElmoEmbedder:
             self.model.to(self.device).eval()
         except (RuntimeError, AssertionError) as exc:  # unknown device, or CUDA missing in this torch
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
-        self.model.stateful = stateful
-        self.model.inference_dtype = torch.bfloat16 if bf16 else None
-        if token_cache_size > 0:
-            self.model.token_cache = TokenCache(token_cache_size)
+        self.options = RunOptions.inference(stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
+                                            device=self.device)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
 
     @property
     def stateful(self) -> bool:
-        return self.model.stateful
+        return self.options.stateful
 
     def reset_states(self) -> None:
-        self.model.reset_states()
+        """Stateful mode: forget the carried LSTM states (the next batch starts from zeros)."""
+        if self.options.states is not None:
+            self.options.states.reset()
 
     @torch.inference_mode()
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
@@ -87,7 +83,7 @@ class ElmoEmbedder:
         if not batch:
             return []
         ids = batch_to_ids(batch, self.model.config.char_cnn.max_characters_per_token).to(self.device)
-        layers = self.model(ids).layers.float().cpu().numpy()
+        layers = self.model(ids, options=self.options).layers.float().cpu().numpy()
         return [np.ascontiguousarray(layers[:, row, : len(sentence)]) for row, sentence in enumerate(batch)]
 
     def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
@@ -142,7 +138,7 @@ class ElmoEmbedder:
         if resume and (not isinstance(input_file, (str, os.PathLike)) or str(input_file) == "-"):
             raise InputError("--resume needs an input file, not a stream")
         settings = {"output_format": output_format, "forget_sentences": forget_sentences, "shard": shard,
-                    "precision": str(self.model.inference_dtype or torch.float32),
+                    "precision": str(self.options.dtype),
                     "use_sentence_keys": use_sentence_keys, "skip_blank_lines": skip_blank_lines}
         parts = _Parts(output, _fingerprint(input_file, self.model, settings), resume)
         lines = read_sentences(input_file, skip_blank_lines=skip_blank_lines, progress=progress)
@@ -420,31 +416,6 @@ def merge_shards(shards: Sequence[str | os.PathLike], output_file: str | os.Path
     finally:
         tmp.unlink(missing_ok=True)
     return count
-
-
-def token_budget_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
-                         max_tokens: int | None) -> list[list[int]]:
-    """Cut ``order`` (sentence indexes sorted by length) into consecutive batches.
-
-    With ``max_tokens``: each batch holds as many sentences as fit in ``max_tokens`` token
-    positions counted as rows x (longest + 2) (the biLM adds ``<S>`` and ``</S>``), at
-    least one. Without: ``batch_size`` sentences per batch.
-    """
-    if max_tokens is None:
-        return [list(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
-    for index in order:
-        size = lengths[index] + 2
-        if current and (len(current) + 1) * max(longest, size) > max_tokens:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(index)
-        longest = max(longest, size)
-    if current:
-        batches.append(current)
-    return batches
 
 
 def read_sentences(source: str | os.PathLike | BinaryIO, skip_blank_lines: bool = False,

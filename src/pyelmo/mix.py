@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from pyelmo.bilm import BiLM
+from pyelmo.strategy import RunOptions
 
 
 class ScalarMix(nn.Module):
@@ -74,12 +75,16 @@ class Elmo(nn.Module):
     format; ``Elmo(model_dir_or_BiLM, None, n)`` a native model; ``Elmo(None, None, n)`` the
     shipped English model. ``forward(char_ids)`` returns
     ``{"elmo_representations": [n tensors (B, T, D)], "mask": (B, T)}``.
+
+    With a frozen biLM (``requires_grad=False``) it runs the inference strategy
+    (``RunOptions.inference()``); with ``requires_grad=True`` the plain differentiable one.
+    ``options`` (a :class:`pyelmo.strategy.RunOptions`) overrides that choice.
     """
 
     def __init__(self, options_file: str | os.PathLike | BiLM | None = None, weight_file: str | os.PathLike | None = None,
                  num_output_representations: int = 1, requires_grad: bool = False, do_layer_norm: bool = False,
                  dropout: float = 0.5, keep_sentence_boundaries: bool = False,
-                 scalar_mix_parameters: Sequence[float] | None = None) -> None:
+                 scalar_mix_parameters: Sequence[float] | None = None, options: RunOptions | None = None) -> None:
         super().__init__()
         from pyelmo.models import load
 
@@ -87,6 +92,7 @@ class Elmo(nn.Module):
         for parameter in self.bilm.parameters():
             parameter.requires_grad_(requires_grad)
         self.requires_grad = requires_grad
+        self.options = options or (RunOptions() if requires_grad else RunOptions.inference())
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.dropout = nn.Dropout(dropout)
         self.scalar_mixes = nn.ModuleList(
@@ -102,8 +108,7 @@ class Elmo(nn.Module):
         """``inputs``: character ids ``(B, T, max_chars)`` (extra leading dims are flattened and restored)."""
         leading = inputs.shape[:-2]
         char_ids = inputs.reshape(-1, *inputs.shape[-2:])
-        with torch.set_grad_enabled(self.requires_grad and torch.is_grad_enabled()):
-            output = self.bilm(char_ids, keep_sentence_boundaries=True)
+        output = self.bilm(char_ids, keep_sentence_boundaries=True, options=self.options)
         layers, mask = output.layers, output.mask
         representations = [self.dropout(mix(layers, mask)) for mix in self.scalar_mixes]
         if not self.keep_sentence_boundaries:

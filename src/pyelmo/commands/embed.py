@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pyelmo.commands.common import add_model_arguments, model_source
-from pyelmo.embed import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
+from pyelmo.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
 
 DESCRIPTION = """\
 Embed INPUT (one whitespace-tokenized sentence per line; '-' reads stdin) into OUTPUT,

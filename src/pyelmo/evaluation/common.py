@@ -13,12 +13,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from pyelmo.errors import PyelmoError
-from pyelmo.fileio import atomic_path, write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: F401
+from pyelmo.fileio import atomic_writer
 from pyelmo.paths import user_cache_dir
 
 #: Bumped whenever the cached vector layout or its computation changes.
@@ -90,7 +90,8 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
                   batch_size: int = 32, progress: bool = True) -> np.ndarray:
     """All biLM layers at chosen token positions: a float32 ``(L, N, D)`` array.
 
-    ``positions[i]`` lists the token indices wanted from sentence ``i`` (all tokens when
+    ``model``: a ``BiLM``, or an ``ElmoEmbedder`` to reuse across calls (its token cache
+    with it). ``positions[i]`` lists the token indices wanted from sentence ``i`` (all tokens when
     ``positions`` is None); rows follow sentence order, then position order. Sentences are
     embedded statelessly (each starts from zero LSTM states). With ``cache_dir`` the result
     is stored in / read from ``cache_dir/<tag>-<hash>.npz``, keyed by the model fingerprint
@@ -100,6 +101,8 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
 
     from pyelmo.embed import ElmoEmbedder
 
+    embedder = model if isinstance(model, ElmoEmbedder) else ElmoEmbedder(model, batch_size=batch_size)
+    model = embedder.model
     if positions is None:
         positions = [range(len(s)) for s in sentences]
     positions = [list(p) for p in positions]
@@ -124,7 +127,6 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
             return cached
 
     out = np.zeros((n_layers, n_rows, dim), dtype=np.float16)
-    embedder = ElmoEmbedder(model, batch_size=batch_size)
     row = 0
     bar = tqdm(total=len(sentences), desc=f"embedding {tag}", unit="sent", disable=not progress, file=sys.stderr)
     with bar:
@@ -136,13 +138,8 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
             bar.update(1)
     if cache_file is not None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = atomic_path(cache_file)
-        try:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, vectors=out)
-            os.replace(tmp, cache_file)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with atomic_writer(cache_file) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, vectors=out)
     return out.astype(np.float32)
 
 

@@ -24,18 +24,18 @@ import torch
 
 from pyelmo.config import ElmoConfig
 from pyelmo.errors import PyelmoError
-from pyelmo.fast import bf16_supported, usable_bf16
+from pyelmo.kernels import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
-from pyelmo.training.data import DataOrder, TokenizedText, eval_batches, shard
-from pyelmo.training.model import LanguageModel
+from pyelmo.lm import LanguageModel, evaluate, load_language_model
+from pyelmo.lmtext import TokenizedText
+from pyelmo.training.data import DataOrder, shard
 from pyelmo.vocab import DataError, Vocabulary, vocab_from_files
-from pyelmo.weights import atomic_path, write_text_atomic
+from pyelmo.fileio import PathLike, atomic_writer, write_text_atomic
 
 CHECKPOINT_NAME = "checkpoint.pt"
 RUN_NAME = "run.json"
 METRICS_NAME = "metrics.jsonl"
 CURVES_NAME = "curves.png"
-PathLike = str | os.PathLike
 
 
 class CheckpointError(PyelmoError):
@@ -86,12 +86,8 @@ def setup_distributed(device: str) -> Dist:
 
 # -- helpers --------------------------------------------------------------------------------
 def _torch_save_atomic(obj: Any, path: Path) -> None:
-    tmp = atomic_path(path)
-    try:
+    with atomic_writer(path) as tmp:
         torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: PathLike) -> dict[str, Any]:
@@ -131,9 +127,8 @@ def _copy_dir_atomic(src: Path, dst: Path) -> None:
     dst.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
         if f.is_file() and not f.name.startswith("."):
-            tmp = atomic_path(dst / f.name)
-            shutil.copyfile(f, tmp)
-            os.replace(tmp, dst / f.name)
+            with atomic_writer(dst / f.name) as tmp:
+                shutil.copyfile(f, tmp)
 
 
 def _metrics_record_step(line: str) -> float:
@@ -370,7 +365,8 @@ class Trainer:
         if self.valid_text is None:
             return None
         with self.autocast():
-            result = evaluate(self.model, self.valid_text, 2 * self.config.data.batch_tokens, self.dist)
+            result = evaluate(self.model, self.valid_text, 2 * self.config.data.batch_tokens, rank=self.dist.rank,
+                              world=self.dist.world, device=self.dist.device, all_reduce=self.dist.all_reduce)
         return result.as_dict()
 
     # -- the loop ----------------------------------------------------------------------------
@@ -509,81 +505,11 @@ def plot_metrics(metrics: Path, out: Path) -> None:
         b.set_yscale("log")
     b.set_xlabel("step"), b.set_ylabel("perplexity (full softmax)"), b.set_title("validation perplexity")
     fig.tight_layout()
-    tmp = atomic_path(out)
     try:
-        fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, out)
+        with atomic_writer(out) as tmp:
+            fig.savefig(tmp, format="png", dpi=100)
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
-
-
-# -- evaluation -----------------------------------------------------------------------------
-@dataclass
-class Perplexity:
-    """Full-softmax perplexities; ``average`` is ``exp`` of the mean of both directions' losses."""
-
-    forward: float
-    backward: float
-    average: float
-    tokens: int
-
-    def as_dict(self) -> dict[str, float]:
-        return {"ppl": self.average, "ppl_forward": self.forward, "ppl_backward": self.backward,
-                "predictions": self.tokens}
-
-
-@torch.no_grad()
-def evaluate(model: LanguageModel, text: TokenizedText, batch_tokens: int = 8192,
-             dist: Dist | None = None) -> Perplexity:
-    """Forward, backward and average perplexity of ``text`` (each rank does every world-th batch)."""
-    dist = dist or Dist(device=next(model.parameters()).device)
-    was_training = model.training
-    model.eval()
-    sums = torch.zeros(3, dtype=torch.float64)
-    batches = eval_batches(text.lengths, batch_tokens)
-    for rows in batches[dist.rank::dist.world]:
-        batch = text.batch(rows)
-        s = model(batch.char_ids.to(dist.device), batch.targets.to(dist.device))
-        sums += torch.tensor([float(s[0]), float(s[1]), batch.n_predictions], dtype=torch.float64)
-    sums = dist.all_reduce(sums)
-    model.train(was_training)
-    f, b, n = (float(x) for x in sums)
-    return Perplexity(math.exp(f / n), math.exp(b / n), math.exp((f + b) / (2 * n)), int(n))
-
-
-def load_language_model(model_dir: PathLike, dropout: float = 0.0) -> tuple[LanguageModel, Vocabulary]:
-    """A trained model directory (``from_pretrained`` layout + softmax + ``vocab.txt``)."""
-    from pyelmo.weights import WeightFileError, from_pretrained, load_native_tensors
-
-    model_dir = Path(model_dir)
-    bilm = from_pretrained(model_dir)
-    tensors = load_native_tensors(model_dir)
-    if "softmax.weight" not in tensors or "softmax.bias" not in tensors:
-        raise WeightFileError(f"{model_dir} has no softmax (softmax.weight / softmax.bias): not a trained biLM")
-    vocab = Vocabulary.load(model_dir / "vocab.txt")
-    w, b = tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
-    if w.shape != (len(vocab), bilm.config.projection_dim) or b.shape != (len(vocab),):
-        raise WeightFileError(f"{model_dir}: softmax shape {tuple(w.shape)} does not match vocabulary "
-                              f"({len(vocab)}) and projection ({bilm.config.projection_dim})")
-    lm = LanguageModel(bilm.config, len(vocab), dropout=dropout)
-    with torch.no_grad():
-        lm.bilm.load_state_dict(bilm.state_dict())
-        lm.softmax_weight.copy_(w)
-        lm.softmax_bias.copy_(b)
-    return lm, vocab
-
-
-def perplexity(model_dir: PathLike, files: Sequence[PathLike], batch_tokens: int = 8192,
-               max_length: int | None = None) -> Perplexity:
-    """Full-softmax perplexity of a trained model on text files (one sentence per line)."""
-    from pyelmo.weights import read_native_config
-
-    lm, vocab = load_language_model(model_dir)
-    if max_length is None:
-        max_length = int(read_native_config(model_dir).get("training", {}).get("max_length", 100))
-    text = TokenizedText(files, vocab, max_length, lm.bilm.config.char_cnn.max_characters_per_token)
-    return evaluate(lm, text, batch_tokens)
 
 
 def train(config: TrainConfig | dict, out_dir: PathLike, data_dir: PathLike | None = None,
