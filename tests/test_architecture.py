@@ -15,7 +15,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("schemas", ["config", "vocab"]),
     ("model", ["kernels", "encoder", "lstm", "strategy", "bilm", "fast"]),
     ("model files", ["weights", "models"]),
-    ("uses of the model", ["embed", "mix", "lmtext", "lm", "predict", "senses", "demo", "corpus", "evaluation"]),
+    ("uses of the model", ["embed", "embedfile", "mix", "lmtext", "lm", "predict", "senses", "demo", "corpus", "evaluation"]),
     ("training", ["training"]),
     ("interface", ["commands", "cli", "__main__", "__init__"]),
 ]

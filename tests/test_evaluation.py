@@ -20,6 +20,7 @@ pytest.importorskip("sklearn")
 
 from pyelmo.evaluation import common, pos, report, static, wsd  # noqa: E402
 from pyelmo.evaluation.wsd import WsdInstance  # noqa: E402
+from pyelmo.weights import model_fingerprint  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "evaluation"
 WORDNET = DATA / "wordnet"
@@ -196,11 +197,11 @@ def test_token_vectors_match_the_embedder_and_are_cached(tiny_model, cache, monk
 def test_fingerprint_follows_the_weights(tiny_model):
     import torch
 
-    fp = common.model_fingerprint(tiny_model)
-    assert fp == common.model_fingerprint(tiny_model)
+    fp = model_fingerprint(tiny_model)
+    assert fp == model_fingerprint(tiny_model)
     with torch.no_grad():
         next(tiny_model.parameters()).add_(1.0)
-    assert common.model_fingerprint(tiny_model) != fp
+    assert model_fingerprint(tiny_model) != fp
 
 
 # --------------------------------------------------------------------------- word2vec

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -339,14 +340,20 @@ def test_shards_merge_to_the_unsharded_file(tmp_path):
     for rank in range(3):
         assert main(["embed", str(text), str(tmp_path / "part{rank}.hdf5"), "--shard", f"{rank}/3",
                      "--no-progress", *model_args]) == 0
-    assert merge_shards([tmp_path / f"part{r}.hdf5" for r in range(3)], tmp_path / "merged.hdf5") == len(sentences)
+    shards = [str(tmp_path / f"part{r}.hdf5") for r in range(3)]
+    assert merge_shards(shards, tmp_path / "linked.hdf5", links=True) == len(sentences)
+    assert main(["embed-merge", *shards, str(tmp_path / "merged.hdf5")]) == 0
+    with h5py.File(tmp_path / "linked.hdf5", "r") as f:
+        assert f.get("0", getlink=True).__class__ is h5py.ExternalLink
+    for shard in shards:  # the default merge is self-contained: it reads without the shard files
+        Path(shard).rename(shard + ".moved")
     with h5py.File(tmp_path / "full.hdf5", "r") as f, h5py.File(tmp_path / "merged.hdf5", "r") as g:
         assert set(f) == set(g)
         for key in f:
             if key != "sentence_to_index":
                 assert np.abs(f[key][...] - g[key][...]).max(initial=0) < ATOL
         assert json.loads(f["sentence_to_index"][0]) == json.loads(g["sentence_to_index"][0])
-    with h5py.File(tmp_path / "part1.hdf5", "r") as f:
+    with h5py.File(tmp_path / "part1.hdf5.moved", "r") as f:
         assert set(f) == {str(i) for i in range(1, len(sentences), 3)} | {"sentence_to_index"}
 
 

@@ -5,7 +5,7 @@ Pure Python (no torch), so that ``pyelmo embed --help`` can show the defaults qu
 
 from __future__ import annotations
 
-from typing import Sequence, TypeVar
+from typing import Iterable, Iterator, Sequence, TypeVar
 
 #: Sentences per batch (stateful mode, or without a token budget).
 DEFAULT_BATCH_SIZE = 64
@@ -51,3 +51,15 @@ def token_budget_batches(order: Order, lengths: Sequence[int], batch_size: int, 
             last = bounds.pop()
             bounds[-1][1] = last[1]
     return [order[a:b] for a, b in bounds]
+
+
+def chunks(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of ``size`` items (the last one shorter)."""
+    chunk: list = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

@@ -234,3 +234,17 @@ def from_pretrained(directory: PathLike) -> BiLM:
     model = BiLM(native_model_config(directory))
     load_native_state(model, load_native_tensors(directory), directory)
     return model.eval()
+
+
+def model_fingerprint(model: BiLM) -> str:
+    """SHA-1 of a biLM's configuration and every weight tensor (names, shapes, bytes): the one
+    identity of a model's weights (evaluation caches, resumable embedding runs)."""
+    import hashlib
+
+    h = hashlib.sha1()
+    h.update(model.config.to_json().encode("utf-8"))
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode("utf-8"))
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()

@@ -20,6 +20,7 @@ import numpy as np
 from pyelmo.errors import PyelmoError
 from pyelmo.fileio import atomic_writer
 from pyelmo.paths import user_cache_dir
+from pyelmo.weights import model_fingerprint
 
 #: Bumped whenever the cached vector layout or its computation changes.
 CACHE_VERSION = "pyelmo-eval-vectors-1"
@@ -69,17 +70,6 @@ def tokenize(text: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- model identity
-
-
-def model_fingerprint(model) -> str:
-    """SHA-1 of a biLM's configuration and every weight tensor (names, shapes, bytes)."""
-    h = hashlib.sha1()
-    h.update(model.config.to_json().encode("utf-8"))
-    for name, tensor in sorted(model.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode("utf-8"))
-        h.update(t.numpy().tobytes())
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- contextual vectors

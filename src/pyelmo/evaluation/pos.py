@@ -184,7 +184,8 @@ def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sent
     """POS accuracy of a most-frequent-tag baseline, word2vec and each biLM layer."""
     from tqdm import tqdm
 
-    from pyelmo.evaluation.common import model_fingerprint, token_vectors
+    from pyelmo.evaluation.common import token_vectors
+    from pyelmo.weights import model_fingerprint
 
     train = sample_sentences(read_tagged(brown_dir, "train"), train_sentences, "pos-train")
     test = sample_sentences(read_tagged(brown_dir, "test"), test_sentences, "pos-test")
