@@ -61,9 +61,11 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
     sentence_to_index = None if forget_sentences else _SentenceIndexOnDisk(parts.dir / "index.tmp")
     sentence_keys: set[str] = set()  # only with use_sentence_keys (to keep the first of repeated sentences)
     count = 0
-    bar = _progress_bar(progress)
+    bar = None  # made once the first lines are read: an unreadable input gives its error line only
     try:
         for segment, numbered in enumerate(chunks(lines, SEGMENT_LINES)):
+            if bar is None:
+                bar = _progress_bar(progress)
             kept = []  # (key, text) of the lines that get a dataset
             for index, text in numbered:
                 key = text if use_sentence_keys else str(index)
@@ -103,7 +105,8 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
                                     "continues from them") from None
         raise
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         if sentence_to_index is not None:
             sentence_to_index.close()
     return count
