@@ -183,10 +183,10 @@ def _difference(earlier, now: dict) -> str:
     """What differs between an interrupted run's fingerprint and this run's, in words."""
     if not isinstance(earlier, dict):
         return "its manifest is unreadable"
+    if earlier.get("input") != now["input"]:
+        return "the interrupted run read another input (the file changed since, or is another one)"
     if earlier.get("model") != now["model"]:
         return "the interrupted run used another model"
-    if earlier.get("input") != now["input"]:
-        return "the input file changed since the interrupted run (or is another file)"
     settings = earlier.get("settings") if isinstance(earlier.get("settings"), dict) else {}
     changed = [f"{key} was {settings.get(key)!r}, now {value!r}" for key, value in now["settings"].items()
                if settings.get(key) != value]
