@@ -44,11 +44,11 @@ class LstmWithProjection(nn.Module):
 
     def cell(self, gates: torch.Tensor, c_prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``."""
-        i, j, f, o = gates.chunk(4, dim=-1)
-        c = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(j)
+        i, _, f, o = torch.sigmoid(gates).chunk(4, dim=-1)  # one sigmoid over all gates (j's is unused)
+        c = torch.addcmul(f * c_prev, i, torch.tanh(gates[..., self.dim : 2 * self.dim]))  # f c_prev + i tanh(j)
         if self.cell_clip is not None:
             c = c.clamp(-self.cell_clip, self.cell_clip)
-        return torch.sigmoid(o) * torch.tanh(c), c
+        return o * torch.tanh(c), c
 
     def project(self, hidden: torch.Tensor, products: Products = PLAIN,
                 out: torch.Tensor | None = None) -> torch.Tensor:

@@ -36,11 +36,3 @@ def load_embedder(args: argparse.Namespace, **kwargs):
     model, weight_file = model_source(args)
     return ElmoEmbedder(model, weight_file, **kwargs)
 
-
-def trained_model_dir(args: argparse.Namespace) -> str:
-    """The model directory of ``perplexity`` / ``export``: positional, or ``--model`` like the other commands."""
-    if args.model and args.model_flag:
-        raise InputError("give the model directory once (positionally or with --model)")
-    if not (args.model or args.model_flag):
-        raise InputError("give the model directory (e.g. --model OUT/model)")
-    return args.model or args.model_flag

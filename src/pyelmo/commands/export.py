@@ -15,8 +15,7 @@ FORMATS = ("bilm-hdf5",)
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("export", help="export a trained model (bilm-tf HDF5 layout)", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", nargs="?", help="model directory written by `pyelmo train` (OUT/model); or --model")
-    p.add_argument("--model", dest="model_flag", metavar="DIR", help="the model directory, as in the other commands")
+    p.add_argument("model", help="model directory written by `pyelmo train` (OUT/model)")
     p.add_argument("outdir", help="output directory")
     p.add_argument("--overwrite", action="store_true", help="replace outputs already in OUTDIR")
     p.add_argument("--format", choices=FORMATS, default="bilm-hdf5", help="output layout (default bilm-hdf5)")
@@ -24,10 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.commands.common import trained_model_dir
     from pyelmo.lm import export_bilm_hdf5
-
-    args.model = trained_model_dir(args)
 
     out = export_bilm_hdf5(args.model, args.outdir, overwrite=args.overwrite)
     print(f"wrote {out}/options.json, weights.hdf5, softmax.hdf5, vocab.txt")

@@ -8,8 +8,7 @@ import json
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("perplexity", help="perplexity of a trained biLM on text", description=__doc__)
-    p.add_argument("model", nargs="?", help="model directory written by `pyelmo train` (OUT/model); or --model")
-    p.add_argument("--model", dest="model_flag", metavar="DIR", help="the model directory, as in the other commands")
+    p.add_argument("model", help="model directory written by `pyelmo train` (OUT/model)")
     p.add_argument("files", nargs="+", metavar="FILE", help="text, one whitespace-tokenized sentence per line")
     p.add_argument("--batch-tokens", type=int, default=8192, help="padded token positions per batch")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -17,13 +16,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.commands.common import trained_model_dir
     from pyelmo.errors import InputError
     from pyelmo.lm import perplexity
-
-    if args.model_flag and args.model:  # with --model, the first positional is a text file
-        args.files, args.model = [args.model, *args.files], None
-    args.model = trained_model_dir(args)
 
     if args.batch_tokens < 3:
         raise InputError(f"--batch-tokens must be at least 3, got {args.batch_tokens}")
