@@ -86,3 +86,16 @@ def test_the_rule_catches_an_upward_import(tmp_path):
     copy = tmp_path / "lstm.py"
     copy.write_text(source, encoding="utf-8")
     assert "embed" in _imports(copy) and _layer_of("embed") > _layer_of("lstm")
+
+
+def test_the_command_line_builds_without_torch_and_takes_debug_after_the_command():
+    """``pyelmo COMMAND --help`` stays fast: building every command's parser imports no torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pyelmo.cli import build_parser; p = build_parser(); "
+            "a = p.parse_args(['embed', 'in.txt', 'out.h5', '--debug']); "
+            "b = p.parse_args(['--debug', 'embed', 'in.txt', 'out.h5']); c = p.parse_args(['embed', 'i', 'o']); "
+            "print(a.debug, b.debug, c.debug, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "False", "False"]
