@@ -334,7 +334,7 @@ def print_table(rows: list[dict]) -> None:
         print("| " + " | ".join([
             r["config"], str(r["batch"]), f"{p['tok_s']:.1f}", f"{a['tok_s']:.1f}" if a else "-",
             f"{p['tok_s'] / a['tok_s']:.2f}x" if a else "-", f"{r['diff_exact']:.2e}",
-            f"{r['diff_allennlp']:.2e}" if a else "-", f"{100 * p['gemm']:.0f}%",
+            f"{r['diff_allennlp']:.2e}" if a else "-", f"{100 * p['gemm']:.0f}%" if p["matmul_gflops"] else "-",
             f"{100 * a['gemm']:.0f}%" if a else "-", f"{p['mkl_gflops']:.0f} / {p['onednn_gflops']:.0f}",
             f"{p['rss_mb']:.0f} / {a['rss_mb']:.0f}" if a else f"{p['rss_mb']:.0f}",
         ]) + " |")

@@ -42,13 +42,23 @@ class LstmWithProjection(nn.Module):
         forget[2 * self.dim : 3 * self.dim] = FORGET_BIAS
         return self.input_gates.bias + forget
 
-    def cell(self, gates: torch.Tensor, c_prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``."""
-        i, _, f, o = torch.sigmoid(gates).chunk(4, dim=-1)  # one sigmoid over all gates (j's is unused)
-        c = torch.addcmul(f * c_prev, i, torch.tanh(gates[..., self.dim : 2 * self.dim]))  # f c_prev + i tanh(j)
+    def cell(self, gates: torch.Tensor, c_prev: torch.Tensor,
+             inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``.
+
+        ``inplace`` (no autograd; the packed strategy's buffers): ``gates`` and ``c_prev`` are
+        overwritten, ``c_prev`` becoming ``c``; the same operations, without new buffers.
+        """
+        def out(buffer: torch.Tensor) -> torch.Tensor | None:
+            return buffer if inplace else None
+
+        cell_input = torch.tanh(gates[..., self.dim : 2 * self.dim])
+        i, _, f, o = torch.sigmoid(gates, out=out(gates)).chunk(4, dim=-1)  # one sigmoid (j's is unused)
+        c = torch.mul(f, c_prev, out=out(c_prev))
+        c = torch.addcmul(c, i, cell_input, out=out(c))  # sigmoid(f + 1) c_prev + sigmoid(i) tanh(j)
         if self.cell_clip is not None:
-            c = c.clamp(-self.cell_clip, self.cell_clip)
-        return o * torch.tanh(c), c
+            c = torch.clamp(c, -self.cell_clip, self.cell_clip, out=out(c))
+        return torch.tanh(c).mul_(o) if inplace else o * torch.tanh(c), c
 
     def project(self, hidden: torch.Tensor, products: Products = PLAIN,
                 out: torch.Tensor | None = None) -> torch.Tensor:

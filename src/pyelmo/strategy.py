@@ -231,8 +231,7 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
             gates = gates_block[:, start : start + n]  # (2, n, 4H)
             for d in (0, 1):
                 products.addmm_(gates[d], h_prev[d, :n], state_w[d])
-            hidden, c_new = layer.cell(gates, c[:, :n])  # both directions share dim and clips
-            c[:, :n] = c_new
+            hidden, _ = layer.cell(gates, c[:, :n], inplace=True)  # both directions share dim and clips
             h_prev = outputs[:, offsets[t] : offsets[t] + n]
             for d in (0, 1):
                 pair[d].project(hidden[d], products, out=h_prev[d])
