@@ -97,23 +97,32 @@ def make_sentences(n: int, seed: int, vocab_size: int = 50_000) -> list[list[str
 # -- workers ------------------------------------------------------------------------------
 class PyelmoSide:
     def __init__(self, options: str, weights: str, bf16: bool = False) -> None:
-        import torch
-
         from pyelmo.weights import load_bilm_hdf5
 
         self.model = load_bilm_hdf5(options, weights)
-        self.model.token_cache = None
-        self.model.inference_dtype = torch.bfloat16 if bf16 else None
+        try:
+            from pyelmo.strategy import RunOptions
+        except ImportError:  # a revision before pyelmo.strategy (--base-src): settings were model attributes
+            import torch
+
+            self.options = None
+            self.model.token_cache = None
+            self.model.inference_dtype = torch.bfloat16 if bf16 else None
+        else:
+            self.options = RunOptions.inference(bf16=bf16)  # no token cache: every repeat recomputes every token
 
     def run(self, batch, exact: bool = False):
         import torch
 
         from pyelmo.characters import batch_to_ids
 
-        self.model.use_fast_path = not exact
+        ids = batch_to_ids(batch)
         with torch.inference_mode():
-            layers = self.model(batch_to_ids(batch)).layers.numpy()
-        self.model.use_fast_path = True
+            if self.options is None:
+                self.model.use_fast_path = not exact
+                layers = self.model(ids).layers.numpy()
+            else:
+                layers = self.model(ids, options=None if exact else self.options).layers.numpy()
         return [layers[:, k, : len(s)] for k, s in enumerate(batch)]
 
 
@@ -158,7 +167,7 @@ def worker(side_name: str) -> None:
                 side = PyelmoSide(cmd["options"], cmd["weights"], bf16=side_name == "pyelmo-bf16")
             batches = json.loads(Path(cmd["batches"]).read_text())
         elif op == "time":
-            answer["gflops"] = matmul_rate(torch)
+            answer["gflops"] = matmul_rate(torch) if cmd.get("gemm", True) else {"mkl": 0.0, "onednn": 0.0}
             start = time.perf_counter()
             for batch in batches:
                 side.run(batch)
@@ -269,6 +278,8 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
             batch_file.write_text(json.dumps(batches))
             tokens = sum(len(s) for s in sentences)
             sides = {"pyelmo": Worker(sys.executable, "pyelmo")}
+            if args.base_src:  # the same worker code on another revision's sources
+                sides["pyelmo-base"] = Worker(sys.executable, "pyelmo", env={**os.environ, "PYTHONPATH": args.base_src})
             if args.reference_python:
                 sides["allennlp"] = Worker(args.reference_python, "allennlp")
             if args.bf16:
@@ -277,11 +288,11 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
                 for w in sides.values():
                     w.ask(op="init", threads=args.threads, options=str(options), weights=str(weights),
                           batches=str(batch_file))
-                    w.ask(op="time")  # warm-up
+                    w.ask(op="time", gemm=not args.no_gemm)  # warm-up
                 samples: dict[str, list[dict]] = {k: [] for k in sides}
                 for _ in range(args.repeats):
                     for k, w in sides.items():
-                        samples[k].append(w.ask(op="time"))
+                        samples[k].append(w.ask(op="time", gemm=not args.no_gemm))
                 fast, exact = workdir / "fast.npz", workdir / "exact.npz"
                 sides["pyelmo"].ask(op="outputs", path=str(fast))
                 sides["pyelmo"].ask(op="outputs", path=str(exact), exact=True)
@@ -302,7 +313,7 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
                     seconds = statistics.median(s["seconds"] for s in samples[k])
                     mkl = statistics.median(s["gflops"]["mkl"] for s in samples[k])
                     onednn = statistics.median(s["gflops"]["onednn"] for s in samples[k])
-                    row[k] = {"tok_s": tokens / seconds, "gemm": tokens * flops / seconds / 1e9 / max(mkl, onednn),
+                    row[k] = {"tok_s": tokens / seconds, "gemm": tokens * flops / seconds / 1e9 / max(mkl, onednn, 1e-9),
                               "matmul_gflops": max(mkl, onednn), "mkl_gflops": mkl, "onednn_gflops": onednn,
                               "rss_mb": sides[k].ask(op="rss")["rss_mb"]}
             finally:
@@ -323,7 +334,7 @@ def print_table(rows: list[dict]) -> None:
         print("| " + " | ".join([
             r["config"], str(r["batch"]), f"{p['tok_s']:.1f}", f"{a['tok_s']:.1f}" if a else "-",
             f"{p['tok_s'] / a['tok_s']:.2f}x" if a else "-", f"{r['diff_exact']:.2e}",
-            f"{r['diff_allennlp']:.2e}" if a else "-", f"{100 * p['gemm']:.0f}%",
+            f"{r['diff_allennlp']:.2e}" if a else "-", f"{100 * p['gemm']:.0f}%" if p["matmul_gflops"] else "-",
             f"{100 * a['gemm']:.0f}%" if a else "-", f"{p['mkl_gflops']:.0f} / {p['onednn_gflops']:.0f}",
             f"{p['rss_mb']:.0f} / {a['rss_mb']:.0f}" if a else f"{p['rss_mb']:.0f}",
         ]) + " |")
@@ -448,6 +459,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-table", action="store_true")
+    parser.add_argument("--base-src", help="also time pyelmo from this source folder (another revision's src/), "
+                        "interleaved with the current one, e.g. a `git worktree` of the previous commit")
+    parser.add_argument("--no-gemm", action="store_true", help="skip the matmul-rate measurement of every sample")
     parser.add_argument("--bf16", action="store_true",
                         help="add rows for pyelmo's explicit reduced-precision mode (embed --bf16)")
     parser.add_argument("--e2e-lines", type=int, default=0, help="end-to-end `pyelmo embed` on this many lines")
@@ -469,7 +483,14 @@ def main() -> None:
         print(f"date {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, threads {args.threads}, "
               f"load average {os.getloadavg()[0]:.1f}, command: {' '.join(sys.argv)}")
         if not args.skip_table:
-            print_table(throughput_rows(args, workdir))
+            rows = throughput_rows(args, workdir)
+            print_table(rows)
+            if args.base_src:
+                print("\n| config | batch | pyelmo tok/s (this tree) | pyelmo tok/s (--base-src) | this / base |")
+                print("|---|---|---|---|---|")
+                for r in rows:
+                    p, b = r["pyelmo"]["tok_s"], r["pyelmo-base"]["tok_s"]
+                    print(f"| {r['config']} | {r['batch']} | {p:.1f} | {b:.1f} | {p / b:.2f}x |")
         if args.e2e_lines:
             end_to_end(args, workdir)
         if args.memory_check:

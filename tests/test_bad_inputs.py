@@ -342,6 +342,7 @@ ERROR_CASES = [
                                       "--out", str(c.out / "run"), "--no-progress"], r"line 2 is not UTF-8"),
     ("train-missing-data", lambda c: ["train", "--set", "lstm.dim=8", "--data", str(c.inp_dir / "none"),
                                       "--out", str(c.out / "run"), "--no-progress"], r"not found"),
+    ("train-no-model-size", lambda c: _train(c, "--max-steps", "1"), r"the defaults are the original model's size"),
     ("train-resume-nothing", lambda c: ["train", "--out", str(c.out / "run"), "--resume"], r"nothing to resume"),
     ("train-resume-and-init-from", lambda c: ["train", "--out", str(c.out / "run"), "--resume", "--init-from",
                                               str(c.trained)], r"cannot be combined"),

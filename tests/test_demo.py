@@ -70,7 +70,11 @@ def test_sense_separation_on_hand_made_vectors():
 
 def test_similarity_needs_the_word_in_both(lm_dir, capsys):
     assert main(["similarity", "I like the bank.", "The river bank.", "--word", "bank", "--model", str(lm_dir)]) == 0
-    assert "1.000" in capsys.readouterr().out
+    header, row = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert header.split()[-7:] == ["layer", "0", "layer", "1", "layer", "2", "average"]
+    values = [float(v) for v in row.split()[-4:]]
+    assert values[0] == 1.0  # layer 0 is context-independent: the same word form, the same vector
+    assert all(v < 0.9995 for v in values[1:])  # the contextual layers see two different sentences
     assert main(["similarity", "I like it.", "The river bank.", "--word", "bank", "--model", str(lm_dir)]) == 1
     assert "not a token" in capsys.readouterr().err
 
@@ -117,3 +121,17 @@ def test_sense_set_and_layer_zero_at_chance(tiny_model):
     scores = sense_accuracy_per_layer(ElmoEmbedder(tiny_model), examples)
     assert scores["layer 0"] == pytest.approx(0.5)
     assert set(scores) == {"layer 0", "layer 1", "layer 2", "average"}
+
+
+def test_similarity_by_token_index_and_aligned_table(lm_dir, capsys):
+    """--index picks a later occurrence; the table's columns line up whatever the label length."""
+    args = ["similarity", "a bank , the bank", "the bank", "--model", str(lm_dir)]
+    assert main([*args, "--index", "4", "1"]) == 0
+    later = capsys.readouterr().out.strip().splitlines()
+    assert main([*args, "--word", "bank"]) == 0
+    first = capsys.readouterr().out.strip().splitlines()
+    assert later[1].split()[-4] == first[1].split()[-4] == "1.000"  # layer 0: the same word form
+    assert later[1].split()[-3:] != first[1].split()[-3:]  # another occurrence, another context
+    assert len({len(line) for line in later}) == 1  # header and row aligned
+    assert main([*args, "--index", "9"]) == 1
+    assert "outside its" in capsys.readouterr().err

@@ -38,6 +38,23 @@ def test_formats_and_sentence_to_index(allennlp_reference, tiny_model, text, tmp
         np.testing.assert_allclose(got, reference, atol=1e-6)
         index = json.loads(f["sentence_to_index"][0])
         assert index == {line: str(i) for i, line in enumerate(LINES)}
+        assert f.attrs["output_format"] == flag[2:] and f.attrs["precision"] == "torch.float32"
+        assert f.attrs["pyelmo_version"] and len(f.attrs["model_sha1"]) == 40 and not f.attrs["tokenize"]
+
+
+def test_tokenize_raw_text(allennlp_reference, tiny_model, tmp_path):
+    from pyelmo.tokenize import tokenize
+
+    raw = "Hello, world! It's (really) nice."
+    path = tmp_path / "raw.txt"
+    path.write_text(raw + "\n", encoding="utf-8")
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", str(path), str(out), "--tokenize", *_args(allennlp_reference)]) == 0
+    expected = ElmoEmbedder(tiny_model).embed_sentence(tokenize(raw))
+    assert len(tokenize(raw)) != len(raw.split())
+    with h5py.File(out, "r") as f:
+        np.testing.assert_allclose(f["0"][...], expected, atol=1e-6)
+        assert f.attrs["tokenize"]
 
 
 @pytest.mark.parametrize("vlen_limit", [4 * 2**20, 10])
@@ -45,7 +62,7 @@ def test_sentence_to_index_as_variable_or_streamed_fixed_length_string(allennlp_
                                                                        vlen_limit):
     """Small indexes are the layout's variable-length string; large ones are streamed into the
     file as a fixed-length string; both read back as the same JSON (repeats keep the last index)."""
-    monkeypatch.setattr("pyelmo.embed.SENTENCE_INDEX_VLEN_LIMIT", vlen_limit)
+    monkeypatch.setattr("pyelmo.embedfile.SENTENCE_INDEX_VLEN_LIMIT", vlen_limit)
     lines = LINES + ['Ünïcödé "quoted" \\ back', LINES[0], "日本語 の 文"]
     path = tmp_path / "in.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -60,7 +77,7 @@ def test_sentence_to_index_as_variable_or_streamed_fixed_length_string(allennlp_
 
 
 def test_sentence_to_index_size_limit_is_a_clear_error(allennlp_reference, text, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("pyelmo.embed.SENTENCE_INDEX_MAX_BYTES", 60)
+    monkeypatch.setattr("pyelmo.embedfile.SENTENCE_INDEX_MAX_BYTES", 60)
     out = tmp_path / "out.hdf5"
     assert main(["embed", str(text), str(out), *_args(allennlp_reference)]) == 1
     assert "--forget-sentences" in capsys.readouterr().err
@@ -133,3 +150,23 @@ def test_bad_shard_through_the_api_leaves_nothing(tiny_model, text, tmp_path):
     with pytest.raises(InputError, match="0 <= I < N"):
         ElmoEmbedder(tiny_model).embed_file(text, tmp_path / "o.h5", shard=(2, 2))
     assert [p.name for p in tmp_path.iterdir()] == ["in.txt"]
+
+
+def test_interrupt_says_resume_continues_and_refused_resume_names_the_setting(allennlp_reference, text, tmp_path,
+                                                                              monkeypatch, capsys):
+    from pyelmo import embedfile
+
+    out = tmp_path / "out.hdf5"
+
+    def interrupted(self, filename):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(embedfile._Parts, "copy_into", interrupted)
+        assert main(["embed", str(text), str(out), "--no-progress", *_args(allennlp_reference)]) == 130
+    err = capsys.readouterr().err
+    assert "--resume" in err and ".out.hdf5.parts" in err and not out.exists()
+    assert main(["embed", str(text), str(out), "--top", "--resume", "--no-progress", *_args(allennlp_reference)]) == 1
+    assert "output_format was 'all', now 'top'" in capsys.readouterr().err
+    assert main(["embed", str(text), str(out), "--resume", "--no-progress", *_args(allennlp_reference)]) == 0
+    assert out.exists()

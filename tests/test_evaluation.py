@@ -20,6 +20,7 @@ pytest.importorskip("sklearn")
 
 from pyelmo.evaluation import common, pos, report, static, wsd  # noqa: E402
 from pyelmo.evaluation.wsd import WsdInstance  # noqa: E402
+from pyelmo.weights import model_fingerprint  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "evaluation"
 WORDNET = DATA / "wordnet"
@@ -159,8 +160,11 @@ def test_evaluate_wsd_on_tiny_model(tiny_model, instances, word2vec_file, cache)
     assert list(methods) == ["first_sense", "word2vec", "layer_0", "layer_1", "layer_2", "average", "mix"]
     test = [i for i in instances if i.split == "test"]
     assert methods["first_sense"]["accuracy"] == pytest.approx(np.mean([i.sense == i.first_sense for i in test]))
-    for m in methods.values():
-        assert 0.0 <= m["accuracy"] <= 1.0 and m["per_pos"]["noun"]["n"] > 0
+    for m in methods.values():  # accuracy is a count of correct test contexts over their number, per POS too
+        per_pos = m["per_pos"].values()
+        assert m["per_pos"]["noun"]["n"] > 0 and sum(p["n"] for p in per_pos) == len(test)
+        correct = sum(p["accuracy"] * p["n"] for p in per_pos)
+        assert correct == pytest.approx(round(correct)) and m["accuracy"] == pytest.approx(correct / len(test))
     assert sum(res["data"]["contexts"].values()) == len(instances)
     assert len(res["mix"]["weights"]) == 3 and sum(res["mix"]["weights"]) == pytest.approx(1.0)
     json.dumps(res)  # serializable
@@ -193,11 +197,11 @@ def test_token_vectors_match_the_embedder_and_are_cached(tiny_model, cache, monk
 def test_fingerprint_follows_the_weights(tiny_model):
     import torch
 
-    fp = common.model_fingerprint(tiny_model)
-    assert fp == common.model_fingerprint(tiny_model)
+    fp = model_fingerprint(tiny_model)
+    assert fp == model_fingerprint(tiny_model)
     with torch.no_grad():
         next(tiny_model.parameters()).add_(1.0)
-    assert common.model_fingerprint(tiny_model) != fp
+    assert model_fingerprint(tiny_model) != fp
 
 
 # --------------------------------------------------------------------------- word2vec
@@ -277,8 +281,10 @@ def test_evaluate_pos_on_tiny_model(tiny_model, word2vec_file, cache):
                            test_sentences=None, max_iter=20, cache_dir=cache, progress=False)
     assert list(res["methods"]) == ["most_frequent_tag", "word2vec", "layer_0", "layer_1", "layer_2"]
     assert res["data"]["test_sentences"] == 8 and res["data"]["train_sentences"] == 19
-    for m in res["methods"].values():
-        assert 0.0 <= m["accuracy"] <= 1.0
+    n_test = sum(len(s.words) for s in pos.sample_sentences(pos.read_tagged(BROWN, "test"), None, "pos-test"))
+    for m in res["methods"].values():  # a count of correctly tagged test tokens over their number
+        assert m["accuracy"] * n_test == pytest.approx(round(m["accuracy"] * n_test), abs=1e-6)
+    assert res["methods"]["most_frequent_tag"]["accuracy"] > 0.3  # above chance on this tag set
     # the probe fits its training tokens better than chance on a tag set this size
     assert res["methods"]["layer_0"]["train_accuracy"] > 0.3
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -69,3 +70,34 @@ def test_elmo_loads_released_files_and_extra_dims(allennlp_reference):
     out = elmo(ids)
     assert out["elmo_representations"][0].shape == (3, 2, 2, 32)
     assert out["mask"].shape == (3, 2, 2)
+
+
+def test_scalar_mix_is_softmax_weighted_and_scaled_by_gamma():
+    """Independent expectation: numpy softmax of w, gamma applied once (not squared)."""
+    w = np.array([1.0, -0.5, 2.0])
+    gamma = 2.5
+    rng = np.random.default_rng(0)
+    layers = rng.normal(size=(3, 2, 4, 5)).astype(np.float32)
+    mix = ScalarMix(3, initial_scalar_parameters=w.tolist())
+    with torch.no_grad():
+        mix.gamma.fill_(gamma)
+    out = mix([torch.from_numpy(layer) for layer in layers]).detach().numpy()
+    softmax = np.exp(w) / np.exp(w).sum()
+    expected = gamma * np.tensordot(softmax, layers, axes=1)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mix.weights.detach().numpy(), softmax, rtol=1e-6)
+
+
+def test_elmo_dropout_zeroes_and_rescales_in_training_only(tiny_model):
+    ids = batch_to_ids([["The", "bank", "closed", "early", "."], ["Rivers", "flood", "banks"]])
+    reference = Elmo(tiny_model, None, 1, dropout=0.0)(ids)["elmo_representations"][0].detach()
+    elmo = Elmo(tiny_model, None, 1, dropout=0.5)
+    torch.manual_seed(0)
+    dropped = elmo(ids)["elmo_representations"][0].detach()
+    nonzero = reference != 0
+    zeroed = (dropped == 0) & nonzero
+    assert 0.3 < zeroed.sum().item() / nonzero.sum().item() < 0.7  # about half the values dropped
+    kept = nonzero & ~zeroed
+    torch.testing.assert_close(dropped[kept], 2 * reference[kept])  # survivors scaled by 1 / (1 - p)
+    elmo.eval()
+    torch.testing.assert_close(elmo(ids)["elmo_representations"][0].detach(), reference)

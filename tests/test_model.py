@@ -8,7 +8,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyelmo.bilm import BiLM, reverse_within_lengths
+from pyelmo.bilm import BiLM
+from pyelmo.strategy import reverse_within_lengths
 from pyelmo.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.embed import ElmoEmbedder

@@ -4,36 +4,58 @@ from __future__ import annotations
 
 import h5py
 import numpy as np
+import pytest
 import torch
 
 from pyelmo.characters import batch_to_ids
 from pyelmo.cli import main
+from pyelmo.strategy import CarriedStates, RunOptions
 from pyelmo.weights import load_bilm_hdf5
 
 ATOL = 1e-5
 
 
-def _top(model, batch):
+def _top(model, batch, options=None):
     with torch.no_grad():
-        return model(batch_to_ids(batch)).layers[-1].numpy()
+        return model(batch_to_ids(batch), options=options).layers[-1].numpy()
 
 
-def test_first_batch_stateless(reference):
+def _stateful(strategy: str) -> RunOptions:
+    return RunOptions(states=CarriedStates()) if strategy == "plain" else RunOptions.inference(stateful=True)
+
+
+@pytest.mark.parametrize("strategy", ["plain", "packed"])
+def test_first_batch_stateless(reference, strategy):
     model = load_bilm_hdf5(reference.options, reference.weights)
     batch = reference.batch(0)
-    top = _top(model, batch)
+    top = _top(model, batch, None if strategy == "plain" else RunOptions.inference())
     for k, sentence in enumerate(batch):
         np.testing.assert_allclose(top[k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
 
 
-def test_all_batches_stateful(reference):
+@pytest.mark.parametrize("strategy", ["plain", "packed"])
+def test_all_batches_stateful(reference, strategy):
     model = load_bilm_hdf5(reference.options, reference.weights)
-    model.stateful = True
+    options = _stateful(strategy)
     for i in range(10):
         batch = reference.batch(i)
-        top = _top(model, batch)
+        top = _top(model, batch, options)
         for k, sentence in enumerate(batch):
             np.testing.assert_allclose(top[k, : len(sentence)], reference.expected(k, i), atol=ATOL, rtol=0)
+
+
+def test_final_states_continue_explicitly(reference):
+    """Stateful mode by hand: each call's ``final_state`` as the next call's ``initial_state``."""
+    model = load_bilm_hdf5(reference.options, reference.weights)
+    state = None
+    for i in range(3):
+        batch = reference.batch(i)
+        with torch.no_grad():
+            output = model(batch_to_ids(batch), initial_state=state)
+        state = output.final_state
+        for k, sentence in enumerate(batch):
+            np.testing.assert_allclose(output.layers[-1, k, : len(sentence)].numpy(), reference.expected(k, i),
+                                       atol=ATOL, rtol=0)
 
 
 def test_stateless_differs_from_stateful_after_first_batch(reference):
@@ -43,13 +65,14 @@ def test_stateless_differs_from_stateful_after_first_batch(reference):
     assert np.abs(top[0, : len(reference.batch(1)[0])] - reference.expected(0, 1)).max() > 1e-3
 
 
-def test_reset_states_restarts_from_zero(reference):
+@pytest.mark.parametrize("strategy", ["plain", "packed"])
+def test_reset_states_restarts_from_zero(reference, strategy):
     model = load_bilm_hdf5(reference.options, reference.weights)
-    model.stateful = True
-    first = _top(model, reference.batch(0))
-    _top(model, reference.batch(1))
-    model.reset_states()
-    np.testing.assert_array_equal(_top(model, reference.batch(0)), first)
+    options = _stateful(strategy)
+    first = _top(model, reference.batch(0), options)
+    _top(model, reference.batch(1), options)
+    options.states.reset()
+    np.testing.assert_array_equal(_top(model, reference.batch(0), options), first)
 
 
 def test_token_encoder_matches_dumped_token_embeddings(allennlp_reference):
@@ -79,3 +102,25 @@ def test_cli_embed_stateful_reproduces_reference(reference, tmp_path):
                 got = f[str(3 * i + k)][...]
                 assert got.shape == (3, len(reference.batch(i)[k]), 32)
                 np.testing.assert_allclose(got[-1], reference.expected(k, i), atol=ATOL, rtol=0)
+
+
+def test_stateful_rows_keep_their_states_when_a_batch_shrinks(reference):
+    """Batches of 4, 6, 2, 5 sentences: each row continues from the last batch that had that row.
+
+    The expectation is computed independently: one batch-of-one stateful stream per row.
+    """
+    from pyelmo.embed import ElmoEmbedder
+
+    words = [s.split() for group in reference.sentences for s in group]
+    sizes, batches, start = (4, 6, 2, 5), [], 0
+    for size in sizes:
+        batches.append([words[(start + i) % len(words)] for i in range(size)])
+        start += size
+    embedder = ElmoEmbedder(load_bilm_hdf5(reference.options, reference.weights), stateful=True)
+    got = [embedder.embed_batch(batch) for batch in batches]
+    for row in range(max(sizes)):
+        stream = ElmoEmbedder(load_bilm_hdf5(reference.options, reference.weights), stateful=True)
+        for b, batch in enumerate(batches):
+            if row < len(batch):
+                expected = stream.embed_sentence(batch[row])
+                np.testing.assert_allclose(got[b][row], expected, atol=ATOL, rtol=0, err_msg=f"batch {b} row {row}")

@@ -67,7 +67,7 @@ def test_shipped_model_is_a_trained_language_model(tmp_path):
     """Full-softmax perplexity on the 96 sense-test sentences (modern English the corpus never
     saw verbatim): an untrained model of this vocabulary gives about 30,000; the shipped one
     measured 122.7 (MODEL_CARD.md); the bound catches a wrong or damaged model."""
-    from pyelmo.training.trainer import perplexity
+    from pyelmo.lm import perplexity
 
     text = tmp_path / "sentences.txt"
     text.write_text("\n".join(" ".join(e.tokens) for e in read_sense_examples(SENSES)) + "\n", encoding="utf-8")

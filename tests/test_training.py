@@ -15,9 +15,10 @@ from pyelmo.cli import main
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.training import trainer as trainer_mod
 from pyelmo.training.config import config_from_dict
-from pyelmo.training.data import DataOrder, TokenizedText, shard
-from pyelmo.training.model import LanguageModel, full_softmax_nll
-from pyelmo.training.trainer import Trainer, evaluate, perplexity, resolve_data, train
+from pyelmo.lmtext import TokenizedText
+from pyelmo.training.data import DataOrder, shard
+from pyelmo.lm import LanguageModel, evaluate, full_softmax_nll, perplexity
+from pyelmo.training.trainer import Trainer, resolve_data, train
 from pyelmo.vocab import Vocabulary, vocab_from_files
 from pyelmo.weights import from_pretrained, load_bilm_hdf5, load_native_tensors
 
@@ -285,3 +286,34 @@ def test_bad_overrides_and_data_are_one_line_errors(corpus, tmp_path, capsys):
         assert code == 1 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert main(["train", "--out", str(tmp_path / "never"), "--resume"]) == 1
     assert main(["perplexity", str(tmp_path / "nomodel"), str(corpus / "test" / "part.txt")]) == 1
+
+
+def test_sampled_nll_matches_tf_formula_with_expected_count_correction():
+    """TF sampled_softmax_loss by hand (numpy): logits minus log expected counts, accidental hits removed."""
+    vocab = 1000
+    lm = _lm(vocab)
+    rng = np.random.default_rng(3)
+    h = torch.from_numpy(rng.normal(size=(6, 8)).astype(np.float32))
+    y = torch.tensor([0, 1, 5, 40, 999, 3])
+    negatives = lm.sample_negatives(8, np.random.default_rng(1))
+    ids, tries = negatives.ids.numpy(), negatives.num_tries
+    with torch.no_grad():
+        got = lm.sampled_nll(h, y, negatives).numpy()
+    w, b = lm.softmax_weight.detach().double().numpy(), lm.softmax_bias.detach().double().numpy()
+    k = np.arange(vocab, dtype=np.float64)
+    p = np.log((k + 2) / (k + 1)) / np.log(vocab + 1)
+
+    def log_q(index):
+        return np.log(1 - (1 - p[index]) ** tries)
+
+    hd, yd = h.double().numpy(), y.numpy()
+    true_logit = (hd * w[yd]).sum(-1) + b[yd] - log_q(yd)
+    sampled = hd @ w[ids].T + b[ids] - log_q(ids)
+    sampled[yd[:, None] == ids[None, :]] = -np.inf
+    logits = np.concatenate([true_logit[:, None], sampled], axis=1)
+    expected = np.log(np.exp(logits).sum(1)) - true_logit
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    # the correction matters here: without it the loss differs by far more than the tolerance
+    uncorrected = np.log(np.exp(logits + np.concatenate([log_q(yd)[:, None],
+                                                         np.broadcast_to(log_q(ids), sampled.shape)], 1)).sum(1))
+    assert np.abs(uncorrected - (true_logit + log_q(yd)) - expected).max() > 0.1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -9,18 +10,24 @@ from torch import nn
 
 from pyelmo.characters import bos_ids, eos_ids
 from pyelmo.config import ElmoConfig
-from pyelmo.encoder import TokenEncoder, encode_distinct
+from pyelmo.encoder import TokenEncoder
 from pyelmo.lstm import LstmWithProjection
+from pyelmo.strategy import PackedRows, PaddedRows, RunOptions
 
 FORWARD, BACKWARD = 0, 1
+#: The default: the plain strategy (differentiable), stateless.
+PLAIN_RUN = RunOptions()
 
 
 @dataclass
 class BiLMOutput:
-    """``layers``: ``(num_layers, B, T, 2 * projection_dim)``; ``mask``: ``(B, T)`` bool."""
+    """``layers``: ``(num_layers, B, T, 2 * projection_dim)``; ``mask``: ``(B, T)`` bool;
+    ``final_state``: each row's LSTM states after its last token, ``h (2, L, B, P)`` and
+    ``c (2, L, B, H)`` (direction, layer, row)."""
 
     layers: torch.Tensor
     mask: torch.Tensor
+    final_state: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 def add_sentence_boundaries(char_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -33,27 +40,15 @@ def add_sentence_boundaries(char_ids: torch.Tensor, lengths: torch.Tensor) -> to
     return out
 
 
-def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Reverse each row's first ``lengths[b]`` steps of ``x (B, T, ...)``; padding stays in place."""
-    steps = torch.arange(x.shape[1], device=x.device)
-    index = torch.where(steps < lengths[:, None], lengths[:, None] - 1 - steps, steps)
-    return x.gather(1, index.view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x))
-
-
 class BiLM(nn.Module):
     """ELMo's biLM. ``forward(char_ids)`` returns every layer's vectors for every token.
 
     Stateless by default: every sentence starts from zero LSTM states, so its vectors do
-    not depend on the rest of the batch. ``stateful=True`` instead carries each batch
-    row's final states into the same row of the next call, like bilm-tf and AllenNLP;
-    ``reset_states()`` clears them.
-
-    Under ``torch.no_grad()`` / ``torch.inference_mode()`` with no active dropout, the
-    same function is computed by ``pyelmo.fast.bilm_layers_inference`` (packed rows, both
-    directions per step in one product, token encoder once per distinct token and, if
-    ``token_cache`` is set, across calls). ``use_fast_path = False`` forces the plain path.
-    ``inference_dtype = torch.bfloat16`` makes that path's matrix products bfloat16 (an
-    explicit reduced-precision mode: outputs differ by about 0.5% of their largest value).
+    not depend on the rest of the batch. How a call runs is its ``options``
+    (:class:`pyelmo.strategy.RunOptions`, owned by the caller): the plain differentiable
+    strategy by default, or ``RunOptions.inference(...)`` (the same function with less
+    work, no autograd); stateful mode carries each batch row's final states into the same
+    row of the next call through ``options.states``, like bilm-tf and AllenNLP.
     """
 
     def __init__(self, config: ElmoConfig, dropout: float = 0.0) -> None:
@@ -69,106 +64,58 @@ class BiLM(nn.Module):
             for _ in (FORWARD, BACKWARD)
         )
         self.dropout = nn.Dropout(dropout)
-        self.stateful = False
-        self._states: list[torch.Tensor] | None = None  # h and c per (direction, layer): (2, L, rows, size)
-        self.use_fast_path = True
-        self.token_cache = None  # an optional pyelmo.fast.TokenCache (used by the inference fast path only)
-        self.inference_dtype = None  # sets inference_products: how the fast path runs its matrix products
 
-    @property
-    def inference_dtype(self) -> torch.dtype | None:
-        """``None`` (exact float32) or ``torch.bfloat16``: the precision of the fast path's matrix products."""
-        return self.inference_products.dtype
+    def forward(self, char_ids: torch.Tensor, keep_sentence_boundaries: bool = False,
+                options: RunOptions | None = None,
+                initial_state: tuple[torch.Tensor, torch.Tensor] | None = None) -> BiLMOutput:
+        """``char_ids (B, T, max_chars)`` from ``batch_to_ids`` -> all layers, the token mask and the final states.
 
-    @inference_dtype.setter
-    def inference_dtype(self, dtype: torch.dtype | None) -> None:
-        from pyelmo.fast import Products, usable_bf16
-
-        if dtype not in (None, torch.float32, torch.bfloat16):
-            raise ValueError(f"inference_dtype must be None, torch.float32 or torch.bfloat16, got {dtype}")
-        on_cpu = next(self.parameters()).device.type == "cpu"
-        if dtype == torch.bfloat16 and on_cpu and not usable_bf16(True):
-            dtype = None
-        self.inference_products = Products(None if dtype == torch.float32 else dtype)
-
-    # -- states ---------------------------------------------------------------------------
-    def reset_states(self) -> None:
-        """Forget the carried LSTM states (stateful mode)."""
-        self._states = None
-
-    def _initial_states(self, batch: int, ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        lstm = self.config.lstm
-        h = ref.new_zeros(2, lstm.n_layers, batch, lstm.projection_dim)
-        c = ref.new_zeros(2, lstm.n_layers, batch, lstm.dim)
-        if self.stateful and self._states is not None:
-            rows = min(batch, self._states[0].shape[2])
-            h[:, :, :rows] = self._states[0][:, :, :rows]
-            c[:, :, :rows] = self._states[1][:, :, :rows]
-        return h, c
-
-    def _store_states(self, h: torch.Tensor, c: torch.Tensor) -> None:
-        h, c = h.detach(), c.detach()
-        if self._states is not None and self._states[0].shape[2] > h.shape[2]:
-            old_h, old_c = self._states
-            h = torch.cat([h, old_h[:, :, h.shape[2]:]], dim=2)
-            c = torch.cat([c, old_c[:, :, c.shape[2]:]], dim=2)
-        self._states = [h, c]
-
-    # -- model ----------------------------------------------------------------------------
-    def forward(self, char_ids: torch.Tensor, keep_sentence_boundaries: bool = False) -> BiLMOutput:
-        """``char_ids (B, T, max_chars)`` from ``batch_to_ids`` -> all layers and the token mask."""
+        ``initial_state``: ``(h, c)`` as in ``BiLMOutput.final_state`` (default: zeros, or the
+        carried states of a stateful ``options``).
+        """
+        options = options or PLAIN_RUN
+        if options.strategy != "plain" and torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            raise ValueError(f"the {options.strategy!r} strategy computes no gradients: run it under torch.no_grad() "
+                             "or with frozen parameters, or use the plain strategy")
         mask = char_ids.gt(0).any(-1)
         lengths = mask.sum(-1)
         char_ids = add_sentence_boundaries(char_ids, lengths)
         lengths = lengths + 2
         full_mask = torch.arange(char_ids.shape[1], device=char_ids.device) < lengths[:, None]
 
-        if self._fast_path_applies(char_ids):
-            from pyelmo.fast import bilm_layers_inference
-
-            stacked = bilm_layers_inference(self, char_ids, lengths)
-        else:
-            tokens = encode_distinct(self.token_encoder, char_ids) * full_mask.unsqueeze(-1)
-            layers = [torch.cat([tokens, tokens], dim=-1)]
-            for direction_output in zip(*self._run_directions(tokens, lengths)):
-                layers.append(torch.cat(direction_output, dim=-1))
-            stacked = torch.stack(layers)
-
-        if keep_sentence_boundaries:
-            return BiLMOutput(stacked, full_mask)
-        # drop <S> (first position) and </S> (position length + 1 of each row)
-        return BiLMOutput(stacked[:, :, 1:-1] * mask[None, :, :, None], mask)
-
-    def _fast_path_applies(self, char_ids: torch.Tensor) -> bool:
-        """The inference fast path: no autograd, no active dropout, a non-empty batch."""
-        dropout_active = self.training and self.dropout.p > 0
-        return (self.use_fast_path and not torch.is_grad_enabled() and not dropout_active
-                and char_ids.shape[0] > 0)
-
-    def _run_directions(self, tokens: torch.Tensor, lengths: torch.Tensor) -> list[list[torch.Tensor]]:
-        """Each direction's per-layer outputs, ``[direction][layer] -> (B, T, projection_dim)``."""
-        order = torch.argsort(lengths, descending=True, stable=True)
-        restore = torch.argsort(order)
-        sorted_lengths = lengths[order]
-        steps = int(sorted_lengths[0]) if len(lengths) else 0
-        batch_sizes = (sorted_lengths[None, :] > torch.arange(steps)[:, None]).sum(-1).tolist()
-        h0, c0 = self._initial_states(len(lengths), tokens)
-        h_final, c_final = torch.zeros_like(h0), torch.zeros_like(c0)
-        outputs: list[list[torch.Tensor]] = []
-        for d, layers in enumerate(self.directions):
-            x = tokens[order]
-            if d == BACKWARD:
-                x = reverse_within_lengths(x, sorted_lengths)
-            per_layer = []
-            for l, layer in enumerate(layers):
-                out, (h, c) = layer(self.dropout(x), batch_sizes, (h0[d, l][order], c0[d, l][order]))
-                h_final[d, l], c_final[d, l] = h[restore], c[restore]
+        packed = options.strategy == "packed" and char_ids.shape[0] > 0
+        rows = (PackedRows if packed else PaddedRows)(lengths, char_ids.shape[1])
+        with torch.no_grad() if packed else contextlib.nullcontext():
+            x = rows.encode(self.token_encoder, char_ids, full_mask, options)
+            h0, c0 = self._initial_state(len(lengths), x, initial_state, options)
+            levels, final_h, final_c = [x], [], []
+            for l in range(self.config.lstm.n_layers):
+                pair = [self.directions[FORWARD][l], self.directions[BACKWARD][l]]
+                out, h, c = rows.run_level(pair, self.dropout(x), rows.sort(h0[:, l]), rows.sort(c0[:, l]),
+                                           options.products)
                 if l > 0 and self.config.lstm.use_skip_connections:
                     out = out + x
+                final_h.append(rows.unsort(h))
+                final_c.append(rows.unsort(c))
+                levels.append(out)
                 x = out
-                y = reverse_within_lengths(out, sorted_lengths) if d == BACKWARD else out
-                per_layer.append(y[restore])
-            outputs.append(per_layer)
-        if self.stateful:
-            self._store_states(h_final, c_final)
-        return outputs
+            stacked = rows.assemble(levels)
+        final_state = (torch.stack(final_h, 1), torch.stack(final_c, 1))
+        if options.states is not None:
+            options.states.update(*final_state)
+
+        if keep_sentence_boundaries:
+            return BiLMOutput(stacked, full_mask, final_state)
+        # drop <S> (first position) and </S> (position length + 1 of each row)
+        return BiLMOutput(stacked[:, :, 1:-1] * mask[None, :, :, None], mask, final_state)
+
+    def _initial_state(self, batch: int, ref: torch.Tensor, given: tuple[torch.Tensor, torch.Tensor] | None,
+                       options: RunOptions) -> tuple[torch.Tensor, torch.Tensor]:
+        if given is not None:
+            return given
+        lstm = self.config.lstm
+        h = ref.new_zeros(2, lstm.n_layers, batch, lstm.projection_dim)
+        c = ref.new_zeros(2, lstm.n_layers, batch, lstm.dim)
+        if options.states is not None:
+            options.states.fill(h, c)
+        return h, c

@@ -11,8 +11,8 @@ import importlib
 import sys
 
 # Subcommand modules, in the order --help lists them.
-COMMANDS = ["demo", "embed", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate", "serve",
-            "download", "convert"]
+COMMANDS = ["demo", "embed", "embed_merge", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate",
+            "serve", "download", "convert"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"pyelmo.commands.{name}").add_parser(sub)
+    for command in sub.choices.values():
+        for attr in ("description", "epilog"):  # docstrings quote code ``so``: plain text in --help
+            if getattr(command, attr):
+                setattr(command, attr, getattr(command, attr).replace("``", ""))
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,  # after the command too
+                             help="show full tracebacks for errors")
     return parser
 
 
@@ -48,8 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
         print(f"pyelmo {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print(f"pyelmo {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        detail = f": {exc}" if str(exc) else ""
+        print(f"pyelmo {args.command}: interrupted{detail}", file=sys.stderr)
         return 130
 
 

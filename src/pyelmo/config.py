@@ -1,4 +1,8 @@
-"""Typed model configuration; converts losslessly to and from the released options JSON."""
+"""Typed model configuration; converts losslessly to and from the released options JSON.
+
+The one model-config schema: the training configuration (``pyelmo.training.config``) holds
+these same classes as its ``char_cnn`` and ``lstm`` sections. Errors are ``ConfigError``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyelmo.errors import WeightFileError
+from pyelmo.errors import ConfigError
 
 ACTIVATIONS = ("relu", "tanh")
 
@@ -65,44 +69,44 @@ class ElmoConfig:
         return self.lstm.n_layers + 1
 
     def validate(self) -> None:
-        """Raise ``WeightFileError`` for sizes or values that cannot describe a model."""
+        """Raise ``ConfigError`` for sizes or values that cannot describe a model."""
         c, lstm = self.char_cnn, self.lstm
 
         def positive(name: str, value: Any) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise WeightFileError(f"config: {name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"config: {name} must be a positive integer, got {value!r}")
 
         positive("char_cnn.max_characters_per_token", c.max_characters_per_token)  # before the widths use it
         if not c.filters:
-            raise WeightFileError("config: char_cnn.filters must list at least one [width, n_maps] pair")
+            raise ConfigError("config: char_cnn.filters must list at least one [width, n_maps] pair")
         for i, pair in enumerate(c.filters):
             if len(pair) != 2:
-                raise WeightFileError(f"config: char_cnn.filters[{i}] must be [width, n_maps], got {pair!r}")
+                raise ConfigError(f"config: char_cnn.filters[{i}] must be [width, n_maps], got {pair!r}")
             positive(f"char_cnn.filters[{i}] width", pair[0])
             positive(f"char_cnn.filters[{i}] n_maps", pair[1])
             if pair[0] > c.max_characters_per_token:
-                raise WeightFileError(f"config: filter width {pair[0]} exceeds max_characters_per_token")
+                raise ConfigError(f"config: filter width {pair[0]} exceeds max_characters_per_token")
         if isinstance(c.n_highway, bool) or not isinstance(c.n_highway, int) or c.n_highway < 0:
-            raise WeightFileError(f"config: char_cnn.n_highway must be a non-negative integer, got {c.n_highway!r}")
+            raise ConfigError(f"config: char_cnn.n_highway must be a non-negative integer, got {c.n_highway!r}")
         positive("char_cnn.embedding.dim", c.embedding_dim)
         positive("char_cnn.n_characters", c.n_characters)
         positive("char_cnn.max_characters_per_token", c.max_characters_per_token)
         if c.n_characters not in (261, 262):
             # 261 in bilm-tf training options, 262 (with the padding id) in released ones.
-            raise WeightFileError(f"config: char_cnn.n_characters must be 261 or 262, got {c.n_characters}")
+            raise ConfigError(f"config: char_cnn.n_characters must be 261 or 262, got {c.n_characters}")
         if c.max_characters_per_token < 3:
-            raise WeightFileError("config: char_cnn.max_characters_per_token must be at least 3")
+            raise ConfigError("config: char_cnn.max_characters_per_token must be at least 3")
         if c.activation not in ACTIVATIONS:
-            raise WeightFileError(f"config: char_cnn.activation must be one of {ACTIVATIONS}, got {c.activation!r}")
+            raise ConfigError(f"config: char_cnn.activation must be one of {ACTIVATIONS}, got {c.activation!r}")
         positive("lstm.dim", lstm.dim)
         positive("lstm.projection_dim", lstm.projection_dim)
         positive("lstm.n_layers", lstm.n_layers)
         for name in ("cell_clip", "proj_clip"):
             value = getattr(lstm, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):  # NaN too
-                raise WeightFileError(f"config: lstm.{name} must be a positive number or null, got {value!r}")
+                raise ConfigError(f"config: lstm.{name} must be a positive number or null, got {value!r}")
         if not isinstance(lstm.use_skip_connections, bool):
-            raise WeightFileError("config: lstm.use_skip_connections must be true or false")
+            raise ConfigError("config: lstm.use_skip_connections must be true or false")
 
     # -- released options JSON ------------------------------------------------------------
     def to_options(self) -> dict[str, Any]:
@@ -129,7 +133,7 @@ class ElmoConfig:
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "ElmoConfig":
-        """Build from a released options-JSON dictionary; raises ``WeightFileError`` if malformed."""
+        """Build from a released options-JSON dictionary; raises ``ConfigError`` if malformed."""
         try:
             lstm_o, cnn_o = options["lstm"], options["char_cnn"]
             lstm = LSTMConfig(
@@ -150,7 +154,7 @@ class ElmoConfig:
                 activation=cnn_o.get("activation", "relu"),
             )
         except (KeyError, TypeError, AttributeError) as exc:
-            raise WeightFileError(f"options: missing or malformed field {exc}") from None
+            raise ConfigError(f"options: missing or malformed field {exc}") from None
         return cls(char_cnn=char_cnn, lstm=lstm)
 
     def to_json(self) -> str:
@@ -180,4 +184,4 @@ def preset(name: str) -> ElmoConfig:
     try:
         return PRESETS[name]
     except KeyError:
-        raise WeightFileError(f"unknown model size {name!r}; choose one of {sorted(PRESETS)}") from None
+        raise ConfigError(f"unknown model size {name!r}; choose one of {sorted(PRESETS)}") from None

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
+from pyelmo.errors import InputError
 from pyelmo.senses import cosine_matrix, find_word, with_average_layer
 from pyelmo.tokenize import tokenize
 
@@ -89,11 +91,28 @@ class SimilarityRow:
     by_layer: dict[str, float]
 
 
-def similarity_rows(embedder, word: str, sentences: list[str]) -> list[SimilarityRow]:
-    """Cosine similarity of ``word`` between every pair of ``sentences``, at each layer and the average."""
+def similarity_rows(embedder, word: str | None, sentences: list[str],
+                    positions: Sequence[int] | None = None) -> list[SimilarityRow]:
+    """Cosine similarity of ``word`` between every pair of ``sentences``, at each layer and the average.
+
+    ``positions``: instead of the first occurrence of ``word``, the token at this index
+    (0-based, after tokenization) of each sentence: a later occurrence, or a piece of a
+    word the tokenizer splits.
+    """
     tokenized = [tokenize(s) for s in sentences]
+    if positions is None:
+        if not word:
+            raise InputError("give the word to compare, or its token positions")
+        positions = [find_word(t, word, where=s) for s, t in zip(sentences, tokenized)]
+    else:
+        if len(positions) != len(sentences):
+            raise InputError(f"{len(positions)} token positions for {len(sentences)} sentences")
+        for s, t, p in zip(sentences, tokenized, positions):
+            if not 0 <= p < len(t):
+                raise InputError(f"{s!r}: token position {p} is outside its {len(t)} tokens ({' '.join(t)})")
+        word = word or "/".join(dict.fromkeys(t[p] for t, p in zip(tokenized, positions)))
     outputs = embedder.embed_batch(tokenized)
-    vectors = np.stack([out[:, find_word(t, word, where=s)] for s, t, out in zip(sentences, tokenized, outputs)])
+    vectors = np.stack([out[:, p] for p, out in zip(positions, outputs)])
     vectors, names = with_average_layer(vectors)
     sims = {name: cosine_matrix(vectors[:, k]) for k, name in enumerate(names)}
     return [
@@ -105,8 +124,9 @@ def similarity_rows(embedder, word: str, sentences: list[str]) -> list[Similarit
 def format_table(rows: list[SimilarityRow]) -> str:
     """A fixed-width text table of similarity rows."""
     names = list(rows[0].by_layer)
-    width = max(len(f"{r.word}: {r.first} | {r.second}") for r in rows)
-    lines = [f"{'cosine similarity of the word in two sentences':<{width}}  " + "  ".join(f"{n:>8}" for n in names)]
+    title = "cosine similarity of the word in two sentences"
+    width = max(len(title), *(len(f"{r.word}: {r.first} | {r.second}") for r in rows))
+    lines = [f"{title:<{width}}  " + "  ".join(f"{n:>8}" for n in names)]
     for r in rows:
         label = f"{r.word}: {r.first} | {r.second}"
         lines.append(f"{label:<{width}}  " + "  ".join(f"{r.by_layer[n]:8.3f}" for n in names))
@@ -216,7 +236,7 @@ def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike) -> Path:
 
     pca = fig.add_subplot(grid[0, -1]) if len(data) > 1 else None
     if pca is not None:
-        points = _pca2(vectors[:, top])
+        points = pca2(vectors[:, top])
         for k, sense in enumerate(dict.fromkeys(senses)):
             chosen = [i for i, s in enumerate(senses) if s == sense]
             pca.scatter(points[chosen, 0], points[chosen, 1], color=f"C{k}", label=sense, s=50, alpha=0.85)
@@ -264,7 +284,7 @@ def plot_bank(embedder, path: str | os.PathLike) -> Path:
     return plot_senses(embedder, path)
 
 
-def _pca2(x: np.ndarray) -> np.ndarray:
+def pca2(x: np.ndarray) -> np.ndarray:
     """First two principal components (zeros when the points do not vary beyond float noise)."""
     centred = x - x.mean(axis=0)
     if np.abs(centred).max() <= 1e-5 * max(float(np.abs(x).max()), 1e-12):

@@ -1,38 +1,19 @@
-"""Contextual vectors for sentences and files: the ``ElmoEmbedder`` API and the HDF5 embedding layout.
-
-The HDF5 file is the one AllenNLP's ``elmo`` command writes: one float32 dataset per
-input line keyed by its index (``"0"``, ``"1"``, ...) holding ``(L, n, D)`` (``all``) or
-``(n, D)`` (``top``, ``average``), plus ``sentence_to_index`` (JSON ``{sentence: "i"}``; a
-variable-length string, or above ``SENTENCE_INDEX_VLEN_LIMIT`` bytes a fixed-length one, so
-that memory stays flat for any number of lines; both read back as
-``json.loads(f["sentence_to_index"][0])``).
-"""
+"""Contextual vectors for sentences: the ``ElmoEmbedder`` API (files: ``pyelmo.embedfile``)."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import sys
-from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 
+from pyelmo.batching import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE,  # noqa: F401
+                             SORT_WINDOW, chunks, token_budget_batches)
 from pyelmo.bilm import BiLM
 from pyelmo.characters import batch_to_ids
-from pyelmo.errors import InputError, PyelmoError
-from pyelmo.weights import write_text_atomic
-
-OUTPUT_FORMATS = ("all", "top", "average")
-DEFAULT_BATCH_SIZE = 64
-SORT_WINDOW = 16  # stateless mode sorts this many batches' worth of sentences by length
-#: Stateless mode: token positions (rows x longest row, with <S> and </S>) per batch.
-DEFAULT_MAX_TOKENS = 4096
-#: Token-encoder outputs kept across batches (LRU); memory: this many projection_dim vectors.
-DEFAULT_TOKEN_CACHE_SIZE = 32_768
-
+from pyelmo.errors import InputError
+from pyelmo.strategy import RunOptions
 
 class ElmoEmbedder:
     """Per-token ELMo vectors from a biLM.
@@ -54,7 +35,6 @@ class ElmoEmbedder:
                  *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu",
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False) -> None:
-        from pyelmo.fast import TokenCache
         from pyelmo.models import load
 
         if batch_size < 1:
@@ -67,19 +47,19 @@ class ElmoEmbedder:
             self.model.to(self.device).eval()
         except (RuntimeError, AssertionError) as exc:  # unknown device, or CUDA missing in this torch
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
-        self.model.stateful = stateful
-        self.model.inference_dtype = torch.bfloat16 if bf16 else None
-        if token_cache_size > 0:
-            self.model.token_cache = TokenCache(token_cache_size)
+        self.options = RunOptions.inference(stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
+                                            device=self.device)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
 
     @property
     def stateful(self) -> bool:
-        return self.model.stateful
+        return self.options.stateful
 
     def reset_states(self) -> None:
-        self.model.reset_states()
+        """Stateful mode: forget the carried LSTM states (the next batch starts from zeros)."""
+        if self.options.states is not None:
+            self.options.states.reset()
 
     @torch.inference_mode()
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
@@ -90,7 +70,7 @@ class ElmoEmbedder:
             raise InputError("pass each sentence as a list of tokens, not a string: e.g. text.split(), "
                              "or embed_sentence(text, tokenize=True)")
         ids = batch_to_ids(batch, self.model.config.char_cnn.max_characters_per_token).to(self.device)
-        layers = self.model(ids).layers.float().cpu().numpy()
+        layers = self.model(ids, options=self.options).layers.float().cpu().numpy()
         return [np.ascontiguousarray(layers[:, row, : len(sentence)]) for row, sentence in enumerate(batch)]
 
     def embed_sentence(self, tokens: Sequence[str] | str, tokenize: bool = False) -> np.ndarray:
@@ -112,7 +92,7 @@ class ElmoEmbedder:
         """
         batch_size = batch_size or self.batch_size
         window = batch_size if self.stateful else batch_size * SORT_WINDOW
-        for chunk in _chunks(sentences, window):
+        for chunk in chunks(sentences, window):
             if self.stateful:
                 batches = [list(range(len(chunk)))]
             else:
@@ -127,7 +107,8 @@ class ElmoEmbedder:
     def embed_file(self, input_file: str | os.PathLike | BinaryIO, output_file: str | os.PathLike,
                    output_format: str = "all", batch_size: int | None = None, forget_sentences: bool = False,
                    use_sentence_keys: bool = False, skip_blank_lines: bool = False, overwrite: bool = False,
-                   progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False) -> int:
+                   progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False,
+                   tokenize: bool = False) -> int:
         """Embed a file of whitespace-tokenized sentences (one per line) into an HDF5 file.
 
         Work goes into ``.OUTPUT.parts/`` (one file per ``SEGMENT_LINES`` input lines, each
@@ -137,386 +118,21 @@ class ElmoEmbedder:
 
         ``shard=(i, n)`` embeds only the lines whose index is ``i`` modulo ``n`` (keys stay
         the global line indexes), so ``n`` processes can split a corpus; ``merge_shards``
-        joins their files.
+        joins their files. ``tokenize=True``: the lines are raw text, tokenized with
+        ``pyelmo.tokenize.tokenize`` instead of split on whitespace.
         """
-        if output_format not in OUTPUT_FORMATS:
-            raise InputError(f"output format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
-        output = _check_output_path(output_file, overwrite)
-        if shard is not None:
-            check_shard(*shard)
-        if resume and self.stateful:
-            raise InputError("--resume cannot continue a --stateful run (the carried LSTM states are not saved)")
-        if resume and (not isinstance(input_file, (str, os.PathLike)) or str(input_file) == "-"):
-            raise InputError("--resume needs an input file, not a stream")
-        settings = {"output_format": output_format, "forget_sentences": forget_sentences, "shard": shard,
-                    "precision": str(self.model.inference_dtype or torch.float32),
-                    "use_sentence_keys": use_sentence_keys, "skip_blank_lines": skip_blank_lines}
-        parts = _Parts(output, _fingerprint(input_file, self.model, settings), resume)
-        lines = read_sentences(input_file, skip_blank_lines=skip_blank_lines, progress=progress)
-        if shard is not None:
-            lines = _shard_lines(lines, *shard)
-        sentence_to_index = None if forget_sentences else _SentenceIndexOnDisk(parts.dir / "index.tmp")
-        sentence_keys: set[str] = set()  # only with use_sentence_keys (to keep the first of repeated sentences)
-        count = 0
-        try:
-            for segment, numbered in enumerate(_chunks(lines, SEGMENT_LINES)):
-                kept = []  # (key, text) of the lines that get a dataset
-                for index, text in numbered:
-                    key = text if use_sentence_keys else str(index)
-                    if use_sentence_keys:
-                        if "/" in key or key == ".":
-                            raise InputError(f"line {index + 1}: a sentence with '/' cannot be an HDF5 key; "
-                                             "drop --use-sentence-keys")
-                        if key in sentence_keys:
-                            continue  # a repeated sentence: the first one is kept
-                        sentence_keys.add(key)
-                    kept.append((key, text))
-                    if sentence_to_index is not None:
-                        sentence_to_index.add(text, index)
-                if not parts.done(segment):
-                    vectors = self.embed_sentences([text.split() for _, text in kept], batch_size)
-                    parts.write(segment, ((key, _select(emb, output_format)) for (key, _), emb in zip(kept, vectors)))
-                count += len(kept)
-            tmp = parts.dir / "output.tmp"
-            tmp.unlink(missing_ok=True)
-            parts.copy_into(tmp)
-            if sentence_to_index is not None:
-                sentence_to_index.write_to(tmp)
-            os.replace(tmp, output)
-            parts.remove()
-        except PyelmoError:
-            parts.remove()  # bad input: a resumed run would stop at the same place
-            raise
-        finally:
-            if sentence_to_index is not None:
-                sentence_to_index.close()
-        return count
+        from pyelmo.embedfile import write_embeddings
+
+        return write_embeddings(self, input_file, output_file, output_format=output_format, batch_size=batch_size,
+                                forget_sentences=forget_sentences, use_sentence_keys=use_sentence_keys,
+                                skip_blank_lines=skip_blank_lines, overwrite=overwrite, progress=progress,
+                                shard=shard, resume=resume, tokenize=tokenize)
 
 
-#: ``embed_file`` stores its work in pieces of this many input lines (the unit of --resume).
-SEGMENT_LINES = 4096
+def __getattr__(name: str):
+    """Names that moved to ``pyelmo.embedfile`` (the embedding file store), importable from here as before."""
+    if name in ("merge_shards", "read_sentences", "SEGMENT_LINES", "OUTPUT_FORMATS"):
+        import pyelmo.embedfile
 
-
-def _select(emb: np.ndarray, output_format: str) -> np.ndarray:
-    """The stored array for one sentence: all layers, the top one, or their mean, as float32."""
-    if output_format == "top":
-        emb = emb[-1]
-    elif output_format == "average":
-        emb = emb.mean(axis=0)
-    return emb.astype(np.float32, copy=False)
-
-
-def _fingerprint(input_file, model: BiLM, settings: dict) -> dict:
-    """What must match for a resumed run to continue an earlier one."""
-    source: dict = {"stream": True}
-    if isinstance(input_file, (str, os.PathLike)) and str(input_file) != "-" and Path(input_file).is_file():
-        stat = Path(input_file).stat()
-        source = {"path": str(Path(input_file).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    with torch.no_grad():
-        sums = [round(float(t.double().sum()), 6) for t in model.state_dict().values()]
-    return {"input": source, "settings": settings, "model": {"options": model.config.to_options(), "sums": sums}}
-
-
-def check_shard(index: int, count: int) -> None:
-    """A shard ``index/count`` must have ``0 <= index < count``."""
-    if not 0 <= index < count:
-        raise InputError(f"shard I/N needs 0 <= I < N, got {index}/{count}")
-
-
-def _shard_lines(lines: Iterator[tuple[int, str]], index: int, count: int) -> Iterator[tuple[int, str]]:
-    return ((i, text) for i, text in lines if i % count == index)
-
-
-class _Parts:
-    """The finished segments of one ``embed_file`` run, kept in ``.OUTPUT.parts/`` for --resume."""
-
-    def __init__(self, output: Path, fingerprint: dict, resume: bool) -> None:
-        self.dir = output.with_name(f".{output.name}.parts")
-        manifest = self.dir / "run.json"
-        fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back from the manifest
-        if resume:
-            if not manifest.is_file():
-                raise InputError(f"nothing to resume: no interrupted run of {output} ({self.dir.name}/ is missing)")
-            try:
-                earlier = json.loads(manifest.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                earlier = None
-            if earlier != fingerprint:
-                raise InputError(f"cannot resume {output}: the interrupted run used another input, model or "
-                                 "settings (run without --resume to start over)")
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir.mkdir()
-            write_text_atomic(manifest, json.dumps(fingerprint))
-        self.completed = {int(p.stem.split("-")[1]) for p in self.dir.glob("part-*.h5")}
-
-    def _path(self, segment: int) -> Path:
-        return self.dir / f"part-{segment:08d}.h5"
-
-    def done(self, segment: int) -> bool:
-        return segment in self.completed
-
-    def write(self, segment: int, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        import h5py
-
-        tmp = self.dir / f"part-{segment:08d}.tmp"
-        with h5py.File(tmp, "w") as part:
-            for key, array in items:
-                part.create_dataset(key, data=array)
-        os.replace(tmp, self._path(segment))
-        self.completed.add(segment)
-
-    def copy_into(self, filename: Path) -> None:
-        """Copy every segment's datasets into the HDF5 file ``filename`` (created if needed).
-
-        The file is reopened for each segment: an open file's metadata cache grows with its
-        number of datasets, a reopened one starts empty (flat memory, and faster here)."""
-        import h5py
-
-        h5py.File(filename, "a").close()
-        for segment in sorted(self.completed):
-            with h5py.File(filename, "a") as out, h5py.File(self._path(segment), "r") as part:
-                for key in part:
-                    part.copy(key, out)
-
-    def remove(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-#: ``sentence_to_index`` texts up to this size are stored as the layout's variable-length
-#: string; larger ones as a fixed-length byte string written straight to the file (see below).
-SENTENCE_INDEX_VLEN_LIMIT = 4 * 2**20
-#: The largest ``sentence_to_index`` text (a NumPy string of at most 2**31 - 1 bytes reads it back).
-SENTENCE_INDEX_MAX_BYTES = 2**31 - 1
-
-
-class _SentenceIndexOnDisk:
-    """``sentence_to_index`` (``{sentence: "line index"}``, the last index of a repeated sentence)
-    built and written without holding the sentences in memory.
-
-    Sentences go to a temporary file as they come, with a 16-byte record (text hash, index)
-    in memory. ``write_to`` streams that file twice (to measure, then to write) and stores
-    the same JSON text as ``json.dumps`` of the dictionary (keys in first-seen order).
-    Up to ``SENTENCE_INDEX_VLEN_LIMIT`` bytes it is the variable-length string of the
-    layout; HDF5 must be handed such a string whole, so a larger text is stored as a
-    fixed-length byte string instead, whose bytes are written into the file directly in
-    pieces. Both read back the same way: ``json.loads(f["sentence_to_index"][0])``.
-    """
-
-    def __init__(self, path: Path) -> None:
-        from array import array
-
-        self._path = path
-        self._file = path.open("w", encoding="utf-8")
-        self._hashes = array("Q")
-        self._indexes = array("q")
-        self._size = 2  # an upper bound of the JSON text's length (repeats included)
-
-    @staticmethod
-    def _hash(text: str) -> int:
-        import hashlib
-
-        return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-
-    def add(self, text: str, index: int) -> None:
-        key = json.dumps(text)
-        self._size += len(key) + len(str(index)) + 6
-        if self._size > SENTENCE_INDEX_MAX_BYTES:
-            raise InputError(f"line {index + 1}: sentence_to_index would exceed {SENTENCE_INDEX_MAX_BYTES} bytes; "
-                             "use --forget-sentences or split the input with --shard")
-        self._file.write(key)
-        self._file.write("\n")
-        self._hashes.append(self._hash(text))
-        self._indexes.append(index)
-
-    def _entries(self) -> tuple[np.ndarray, dict[int, int]]:
-        """Which records open a distinct sentence (a bool per record), and the last index of
-        each repeated sentence keyed by its first record; about 9 bytes per record at most."""
-        hashes = np.frombuffer(self._hashes, dtype=np.uint64)
-        ordered = np.sort(hashes)
-        repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
-        del ordered
-        first = np.ones(len(hashes), dtype=bool)
-        last: dict[int, int] = {}
-        if len(repeated) == 0:
-            return first, last
-        opened: dict[int, int] = {}  # hash of a repeated sentence -> its first record
-        for begin in range(0, len(hashes), 65_536):
-            chunk = hashes[begin : begin + 65_536]
-            hit = repeated[np.minimum(np.searchsorted(repeated, chunk), len(repeated) - 1)] == chunk
-            for k in (np.flatnonzero(hit) + begin).tolist():
-                key = int(hashes[k])
-                if key in opened:
-                    first[k] = False
-                else:
-                    opened[key] = k
-                last[opened[key]] = self._indexes[k]
-        return first, last
-
-    def _pieces(self, first: np.ndarray, last: dict[int, int]) -> Iterator[bytes]:
-        """The JSON text in pieces (ASCII: ``json.dumps`` escapes the rest)."""
-        yield b"{"
-        separator = ""
-        with self._path.open("r", encoding="utf-8") as records:
-            for k, line in enumerate(records):
-                if first[k]:
-                    yield f'{separator}{line[:-1]}: "{last.get(k, self._indexes[k])}"'.encode("ascii")
-                    separator = ", "
-        yield b"}"
-
-    def write_to(self, filename: Path, name: str = "sentence_to_index") -> None:
-        """Add the dataset ``name`` to the closed HDF5 file ``filename``."""
-        import h5py
-
-        self._file.close()
-        first, last = self._entries()
-        size = sum(len(piece) for piece in self._pieces(first, last))
-        if size <= SENTENCE_INDEX_VLEN_LIMIT:
-            with h5py.File(filename, "a") as out:
-                out.create_dataset(name, (1,), dtype=h5py.string_dtype())[0] = b"".join(self._pieces(first, last))
-            return
-        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-        dcpl.set_layout(h5py.h5d.CONTIGUOUS)
-        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)  # the file space exists (and has an address) now
-        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-        with h5py.File(filename, "a") as out:
-            offset = out.create_dataset(name, (1,), dtype=np.dtype(f"S{size}"), dcpl=dcpl).id.get_offset()
-        with open(filename, "r+b") as raw:
-            raw.seek(offset)
-            for piece in self._pieces(first, last):
-                raw.write(piece)
-            raw.flush()
-            os.fsync(raw.fileno())
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def merge_shards(shards: Sequence[str | os.PathLike], output_file: str | os.PathLike, overwrite: bool = False) -> int:
-    """Join the HDF5 files of ``embed_file(..., shard=(i, n))`` runs into one file.
-
-    The merged file holds an HDF5 external link per sentence (no vectors are copied, so
-    keep the shard files next to it) and the union of the shards' ``sentence_to_index``
-    (the highest line index of a sentence repeated across shards). Returns the number of
-    sentences.
-    """
-    import h5py
-
-    output = _check_output_path(output_file, overwrite)
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-    merged: dict[str, str] = {}
-    count, has_index = 0, False
-    try:
-        with h5py.File(tmp, "w") as out:
-            for shard in shards:
-                shard = Path(shard)
-                with h5py.File(shard, "r") as f:
-                    for key in f:
-                        if key == "sentence_to_index":
-                            has_index = True
-                            for text, index in json.loads(f[key][0]).items():
-                                if text not in merged or int(index) > int(merged[text]):
-                                    merged[text] = index
-                        elif key not in out:
-                            out[key] = h5py.ExternalLink(os.path.relpath(shard.resolve(), output.parent.resolve()), key)
-                            count += 1
-            if has_index:
-                ordered = dict(sorted(merged.items(), key=lambda item: int(item[1])))
-                out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())[0] = json.dumps(ordered)
-        os.replace(tmp, output)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return count
-
-
-def token_budget_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
-                         max_tokens: int | None) -> list[list[int]]:
-    """Cut ``order`` (sentence indexes sorted by length) into consecutive batches.
-
-    With ``max_tokens``: each batch holds as many sentences as fit in ``max_tokens`` token
-    positions counted as rows x (longest + 2) (the biLM adds ``<S>`` and ``</S>``), at
-    least one. Without: ``batch_size`` sentences per batch.
-    """
-    if max_tokens is None:
-        return [list(order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
-    for index in order:
-        size = lengths[index] + 2
-        if current and (len(current) + 1) * max(longest, size) > max_tokens:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(index)
-        longest = max(longest, size)
-    if current:
-        batches.append(current)
-    return batches
-
-
-def read_sentences(source: str | os.PathLike | BinaryIO, skip_blank_lines: bool = False,
-                   progress: bool = False) -> Iterator[tuple[int, str]]:
-    """Yield ``(line index, stripped text)`` from a UTF-8 file of one sentence per line (``-`` = stdin).
-
-    A UTF-8 BOM and CRLF endings are accepted. Invalid UTF-8 and (unless
-    ``skip_blank_lines``) blank lines raise ``InputError`` naming the line number.
-    """
-    if isinstance(source, (str, os.PathLike)) and str(source) == "-":
-        yield from _read_lines(sys.stdin.buffer, "<stdin>", None, skip_blank_lines, progress)
-        return
-    if not isinstance(source, (str, os.PathLike)):
-        yield from _read_lines(source, "<input>", None, skip_blank_lines, progress)
-        return
-    path = Path(source)
-    if not path.exists():
-        raise InputError(f"input file not found: {path}")
-    if path.is_dir():
-        raise InputError(f"input is a directory, expected a text file: {path}")
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    with handle:
-        yield from _read_lines(handle, str(path), path.stat().st_size, skip_blank_lines, progress)
-
-
-def _read_lines(handle: BinaryIO, name: str, size: int | None, skip_blank: bool, progress: bool) -> Iterator[tuple[int, str]]:
-    from tqdm import tqdm
-
-    bar = tqdm(total=size, unit="B", unit_scale=True, desc="embedding", disable=not progress, file=sys.stderr)
-    with bar:
-        for index, raw in enumerate(handle):
-            bar.update(len(raw))
-            if index == 0 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{name}: line {index + 1}: invalid UTF-8 at byte {exc.start}") from None
-            text = text.strip()
-            if not text and not skip_blank:
-                raise InputError(f"{name}: line {index + 1} is blank; every line must hold a sentence "
-                                 "(use --skip-blank-lines to keep it as an empty entry)")
-            yield index, text
-
-
-def _check_output_path(output_file: str | os.PathLike, overwrite: bool) -> Path:
-    output = Path(output_file)
-    if output.is_dir():
-        raise InputError(f"output path is a directory: {output}")
-    if not output.parent.is_dir():
-        raise InputError(f"output folder does not exist: {output.parent}")
-    if output.exists() and not overwrite:
-        raise InputError(f"output file exists: {output} (use --overwrite to replace it)")
-    return output
-
-
-def _chunks(items: Iterable, size: int) -> Iterator[list]:
-    chunk: list = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+        return getattr(pyelmo.embedfile, name)
+    raise AttributeError(f"module 'pyelmo.embed' has no attribute {name!r}")

@@ -11,3 +11,7 @@ class WeightFileError(PyelmoError):
 
 class InputError(PyelmoError):
     """Input text or arguments that pyelmo cannot process."""
+
+
+class ConfigError(PyelmoError):
+    """A model or training configuration that is malformed or out of range."""

@@ -1,13 +1,16 @@
 """LSTM with a projection and clipping, as TensorFlow's ``LSTMCell(dim, num_proj, cell_clip, proj_clip)``.
 
 Gates are computed from ``[x, h_prev] W_0 + B`` in TF order i, j, f, o; the forget
-bias of +1 is added at run time::
+bias of +1 is added to ``B`` (once per call, not per step)::
 
     c = sigmoid(f + 1) * c_prev + sigmoid(i) * tanh(j);   c = clip(c, cell_clip)
     h = (sigmoid(o) * tanh(c)) W_P;                        h = clip(h, proj_clip)
 
 The input-to-gate products of all time steps are computed in one matrix multiply;
-only the recurrent product stays in the time loop, over the rows still running.
+only the recurrent product stays in the time loop, over the rows still running. The
+matrix products run through a :class:`pyelmo.kernels.Products` (``PLAIN``: ``torch``,
+differentiable); the inference strategy's time loop (``pyelmo.strategy``) uses the same
+:meth:`LstmWithProjection.cell` and :meth:`LstmWithProjection.project`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from pyelmo.kernels import PLAIN, Products
 
 FORGET_BIAS = 1.0
 
@@ -31,20 +36,42 @@ class LstmWithProjection(nn.Module):
         self.state_gates = nn.Linear(projection_dim, 4 * dim, bias=False)  # W_0[input_dim:]
         self.projection = nn.Linear(dim, projection_dim, bias=False)  # W_P_0
 
-    def step(self, gates: torch.Tensor, c_prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One time step from gate pre-activations; returns ``(h, c)``."""
-        i, j, f, o = gates.chunk(4, dim=-1)
-        c = torch.sigmoid(f + FORGET_BIAS) * c_prev + torch.sigmoid(i) * torch.tanh(j)
+    def gate_bias(self) -> torch.Tensor:
+        """``B`` with the forget bias added to the f block."""
+        forget = torch.zeros_like(self.input_gates.bias)
+        forget[2 * self.dim : 3 * self.dim] = FORGET_BIAS
+        return self.input_gates.bias + forget
+
+    def cell(self, gates: torch.Tensor, c_prev: torch.Tensor,
+             inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``.
+
+        ``inplace`` (no autograd; the packed strategy's buffers): ``gates`` and ``c_prev`` are
+        overwritten, ``c_prev`` becoming ``c``; the same operations, without new buffers.
+        """
+        def out(buffer: torch.Tensor) -> torch.Tensor | None:
+            return buffer if inplace else None
+
+        cell_input = torch.tanh(gates[..., self.dim : 2 * self.dim])
+        i, _, f, o = torch.sigmoid(gates, out=out(gates)).chunk(4, dim=-1)  # one sigmoid (j's is unused)
+        c = torch.mul(f, c_prev, out=out(c_prev))
+        c = torch.addcmul(c, i, cell_input, out=out(c))  # sigmoid(f + 1) c_prev + sigmoid(i) tanh(j)
         if self.cell_clip is not None:
-            c = c.clamp(-self.cell_clip, self.cell_clip)
-        h = self.projection(torch.sigmoid(o) * torch.tanh(c))
-        if self.proj_clip is not None:
-            h = h.clamp(-self.proj_clip, self.proj_clip)
-        return h, c
+            c = torch.clamp(c, -self.cell_clip, self.cell_clip, out=out(c))
+        return torch.tanh(c).mul_(o) if inplace else o * torch.tanh(c), c
+
+    def project(self, hidden: torch.Tensor, products: Products = PLAIN,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+        """``h = clip(hidden W_P, proj_clip)`` (into ``out`` if given; then without autograd)."""
+        if out is None:
+            h = products.mm(hidden, self.projection.weight)
+            return h if self.proj_clip is None else h.clamp(-self.proj_clip, self.proj_clip)
+        h = products.mm_out(hidden, self.projection.weight, out=out)
+        return h if self.proj_clip is None else h.clamp_(-self.proj_clip, self.proj_clip)
 
     def forward(self, inputs: torch.Tensor, batch_sizes: list[int],
                 state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """Run over ``inputs (B, T, input_dim)`` whose rows are sorted by descending length.
+        """The differentiable time loop: run over ``inputs (B, T, input_dim)`` whose rows are sorted by descending length.
 
         ``batch_sizes[t]`` is the number of rows still running at step ``t``; ``state`` is
         ``(h (B, projection_dim), c (B, dim))``. Returns outputs ``(B, T, projection_dim)``
@@ -52,14 +79,15 @@ class LstmWithProjection(nn.Module):
         """
         h, c = state
         batch = inputs.shape[0]
-        input_gates = self.input_gates(inputs).unbind(1)  # one (B, 4 * dim) tensor per step
+        input_gates = F.linear(inputs, self.input_gates.weight, self.gate_bias()).unbind(1)  # (B, 4 * dim) per step
         outputs, ended_h, ended_c = [], [], []
         for t, n in enumerate(batch_sizes):
             if n < h.shape[0]:  # the last rows have ended: keep their final states
                 ended_h.append(h[n:])
                 ended_c.append(c[n:])
                 h, c = h[:n], c[:n]
-            h, c = self.step(input_gates[t][:n] + self.state_gates(h), c)
+            hidden, c = self.cell(input_gates[t][:n] + F.linear(h, self.state_gates.weight), c)
+            h = self.project(hidden)
             outputs.append(F.pad(h, (0, 0, 0, batch - n)))
         final_h = torch.cat([h, *reversed(ended_h)])
         final_c = torch.cat([c, *reversed(ended_c)])

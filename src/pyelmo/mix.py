@@ -16,6 +16,7 @@ from torch import nn
 
 from pyelmo.bilm import BiLM
 from pyelmo.errors import InputError
+from pyelmo.strategy import RunOptions
 
 
 class ScalarMix(nn.Module):
@@ -76,13 +77,17 @@ class Elmo(nn.Module):
     format; ``Elmo(model_dir_or_BiLM, None, n)`` a native model; ``Elmo(None, None, n)`` the
     shipped English model. ``forward(char_ids)`` returns
     ``{"elmo_representations": [n tensors (B, T, D)], "mask": (B, T)}``.
+
+    With a frozen biLM (``requires_grad=False``) it runs the inference strategy
+    (``RunOptions.inference()``); with ``requires_grad=True`` the plain differentiable one.
+    ``options`` (a :class:`pyelmo.strategy.RunOptions`) overrides that choice.
     """
 
     def __init__(self, options_file: str | os.PathLike | BiLM | None = None, weight_file: str | os.PathLike | None = None,
                  num_output_representations: int = 1, requires_grad: bool = False, do_layer_norm: bool = False,
                  dropout: float = 0.5, keep_sentence_boundaries: bool = False,
                  scalar_mix_parameters: Sequence[float] | None = None,
-                 vocab_to_cache: Sequence[str] | None = None) -> None:
+                 vocab_to_cache: Sequence[str] | None = None, options: RunOptions | None = None) -> None:
         super().__init__()
         from pyelmo.characters import token_to_ids
         from pyelmo.models import load
@@ -97,6 +102,7 @@ class Elmo(nn.Module):
         for parameter in self.bilm.parameters():
             parameter.requires_grad_(requires_grad)
         self.requires_grad = requires_grad
+        self.options = options or (RunOptions() if requires_grad else RunOptions.inference())
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.dropout = nn.Dropout(dropout)
         self.scalar_mixes = nn.ModuleList(
@@ -143,7 +149,7 @@ class Elmo(nn.Module):
             mask = char_ids.new_zeros((0, char_ids.shape[1] + 2), dtype=torch.bool)
         else:
             with torch.set_grad_enabled(self.requires_grad and torch.is_grad_enabled()):
-                output = self.bilm(char_ids, keep_sentence_boundaries=True)
+                output = self.bilm(char_ids, keep_sentence_boundaries=True, options=self.options)
             layers, mask = output.layers, output.mask
         representations = [self.dropout(mix(layers, mask)) for mix in self.scalar_mixes]
         if not self.keep_sentence_boundaries:

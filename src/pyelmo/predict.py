@@ -10,7 +10,7 @@ import torch
 
 from pyelmo.characters import batch_to_ids
 from pyelmo.errors import InputError
-from pyelmo.training.model import LanguageModel
+from pyelmo.lm import LanguageModel, load_language_model
 from pyelmo.vocab import SPECIALS, Vocabulary
 
 BLANK = "___"
@@ -37,7 +37,6 @@ class WordPredictor:
     def from_pretrained(cls, directory: str | os.PathLike | None = None) -> "WordPredictor":
         """Load a model directory written by ``pyelmo train`` (biLM, softmax, ``vocab.txt``); default: shipped."""
         from pyelmo.models import default_model_dir
-        from pyelmo.training.trainer import load_language_model
 
         return cls(*load_language_model(directory if directory is not None else default_model_dir()))
 

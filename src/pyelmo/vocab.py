@@ -6,18 +6,17 @@ log-uniform sampler of the sampled softmax assumes that lower ids are more frequ
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from pyelmo.errors import InputError
+from pyelmo.fileio import PathLike
 
 BOS, EOS, UNK = "<S>", "</S>", "<UNK>"
 SPECIALS = (BOS, EOS, UNK)
 BOS_ID, EOS_ID, UNK_ID = 0, 1, 2
 VOCAB_NAME = "vocab.txt"
-PathLike = str | os.PathLike
 
 
 class DataError(InputError):
@@ -52,7 +51,7 @@ class Vocabulary:
 
     def save(self, path: PathLike) -> Path:
         """Write one word per line (atomically); a directory gets ``DIR/vocab.txt``."""
-        from pyelmo.weights import write_text_atomic
+        from pyelmo.fileio import write_text_atomic
 
         path = Path(path)
         if path.is_dir():

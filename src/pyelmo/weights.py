@@ -14,8 +14,8 @@ import torch
 
 from pyelmo.bilm import BACKWARD, FORWARD, BiLM
 from pyelmo.config import ElmoConfig
-from pyelmo.errors import WeightFileError
-from pyelmo.fileio import PathLike, atomic_path, write_text_atomic  # noqa: F401  (re-exported for callers)
+from pyelmo.errors import ConfigError, WeightFileError
+from pyelmo.fileio import PathLike, atomic_writer, write_text_atomic
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -42,7 +42,7 @@ def load_options(path: PathLike) -> ElmoConfig:
         raise WeightFileError(f"options file {path} is not valid JSON: {exc}") from None
     if not isinstance(options, dict):
         raise WeightFileError(f"options file {path} must hold a JSON object")
-    return ElmoConfig.from_options(options)
+    return config_from_options(options, path)
 
 
 # -- the bilm-tf HDF5 layout --------------------------------------------------------------
@@ -145,15 +145,11 @@ def save_bilm_hdf5(model: BiLM, options_file: PathLike, weight_file: PathLike) -
     import h5py
 
     weight_file = Path(weight_file)
-    tmp = atomic_path(weight_file)
-    try:
+    with atomic_writer(weight_file) as tmp:
         with h5py.File(tmp, "w") as out:
             for name, tensor, how in _hdf5_layout(model):
                 out.create_dataset(name, data=_to_file_layout(tensor, how).astype(np.float32))
         write_text_atomic(options_file, model.config.to_json() + "\n")
-        os.replace(tmp, weight_file)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # -- native format ------------------------------------------------------------------------
@@ -170,14 +166,10 @@ def save_pretrained(model: BiLM, directory: PathLike, extra_tensors: dict[str, t
     tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     tensors.update({k: v.detach().contiguous().cpu() for k, v in (extra_tensors or {}).items()})
     weights = directory / WEIGHTS_NAME
-    tmp = atomic_path(weights)
-    try:
+    with atomic_writer(weights) as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pyelmo"})
         config = {"format": "pyelmo", "options": model.config.to_options(), **(metadata or {})}
         write_text_atomic(directory / CONFIG_NAME, json.dumps(config, indent=2) + "\n")
-        os.replace(tmp, weights)
-    finally:
-        tmp.unlink(missing_ok=True)
     return directory
 
 
@@ -208,11 +200,8 @@ def load_native_tensors(directory: PathLike) -> dict[str, torch.Tensor]:
         raise WeightFileError(f"{path} is not a valid safetensors file ({exc})") from None
 
 
-def from_pretrained(directory: PathLike) -> BiLM:
-    """Load a ``BiLM`` saved by ``save_pretrained``."""
-    config = ElmoConfig.from_options(read_native_config(directory)["options"])
-    tensors = load_native_tensors(directory)
-    model = BiLM(config)
+def load_native_state(model: BiLM, tensors: dict[str, torch.Tensor], directory: PathLike) -> None:
+    """Load ``model``'s weights from a native file's ``tensors``, checking names, shapes and values."""
     expected = model.state_dict()
     for name, target in expected.items():
         if name not in tensors:
@@ -225,4 +214,37 @@ def from_pretrained(directory: PathLike) -> BiLM:
         if not torch.isfinite(tensors[name]).all():
             raise WeightFileError(f"{directory}: tensor {name!r} holds NaN or infinite values")
     model.load_state_dict({k: tensors[k].float() for k in expected}, strict=True)
+
+
+def config_from_options(options: dict, source: PathLike) -> ElmoConfig:
+    """``ElmoConfig.from_options``, with ``source`` (the file it came from) named in a ``ConfigError``."""
+    try:
+        return ElmoConfig.from_options(options)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def native_model_config(directory: PathLike) -> ElmoConfig:
+    """The ``ElmoConfig`` of a native model directory (its ``config.json``)."""
+    return config_from_options(read_native_config(directory)["options"], Path(directory) / CONFIG_NAME)
+
+
+def from_pretrained(directory: PathLike) -> BiLM:
+    """Load a ``BiLM`` saved by ``save_pretrained``."""
+    model = BiLM(native_model_config(directory))
+    load_native_state(model, load_native_tensors(directory), directory)
     return model.eval()
+
+
+def model_fingerprint(model: BiLM) -> str:
+    """SHA-1 of a biLM's configuration and every weight tensor (names, shapes, bytes): the one
+    identity of a model's weights (evaluation caches, resumable embedding runs)."""
+    import hashlib
+
+    h = hashlib.sha1()
+    h.update(model.config.to_json().encode("utf-8"))
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode("utf-8"))
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()

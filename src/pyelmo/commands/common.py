@@ -39,3 +39,4 @@ def load_embedder(args: argparse.Namespace, **kwargs):
 
     model, weight_file = model_source(args)
     return ElmoEmbedder(model, weight_file, **kwargs)
+

@@ -32,7 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                      "tokenized Moses-style.")
     sim.add_argument("first", metavar="SENTENCE1")
     sim.add_argument("second", metavar="SENTENCE2")
-    sim.add_argument("--word", required=True, help="the word to compare (must occur in both sentences)")
+    sim.add_argument("--word", help="the word to compare (its first occurrence in each sentence)")
+    sim.add_argument("--index", type=int, nargs="+", metavar="I",
+                     help="compare the tokens at these positions instead (0-based, after tokenization): one "
+                          "for both sentences or one per sentence; picks a later occurrence or a piece of a "
+                          "word the tokenizer splits")
     add_model_arguments(sim)
     sim.set_defaults(func=run_similarity)
 
@@ -70,5 +74,12 @@ def _check_plot_path(plot: str) -> None:
 def run_similarity(args: argparse.Namespace) -> int:
     from pyelmo.demo import format_table, similarity_rows
 
-    print(format_table(similarity_rows(load_embedder(args), args.word, [args.first, args.second])))
+    from pyelmo.errors import InputError
+
+    if not args.word and not args.index:
+        raise InputError("give --word WORD or --index I [J]")
+    if args.index and len(args.index) > 2:
+        raise InputError(f"--index takes one or two positions, got {len(args.index)}")
+    positions = (args.index * 2)[:2] if args.index else None
+    print(format_table(similarity_rows(load_embedder(args), args.word, [args.first, args.second], positions)))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pyelmo.commands.common import add_model_arguments, model_source
-from pyelmo.embed import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
+from pyelmo.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
 
 DESCRIPTION = """\
 Embed INPUT (one whitespace-tokenized sentence per line; '-' reads stdin) into OUTPUT,
@@ -15,6 +15,10 @@ keyed by its line index ("0", "1", ...), shaped (layers, tokens, dim) with --all
 --forget-sentences. Work is kept in .OUTPUT.parts/ (one file per 4096 lines) and the
 output appears only when complete; after an interruption, --resume continues where the
 run stopped. Without --model or --options-file/--weight-file the shipped English model is used."""
+
+
+TOKENIZE_HELP = ("the lines are raw text: tokenize them (Moses-style, as `pyelmo similarity`) instead of splitting "
+                 "on whitespace")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,9 +46,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--shard", metavar="I/N",
                         help="embed only lines whose index is I modulo N (keys stay the line indexes); 'env' "
                              "takes I and N from torchrun's RANK and WORLD_SIZE; '{rank}' in OUTPUT is replaced "
-                             "by I. Join the shard files with pyelmo.embed.merge_shards")
+                             "by I. Join the shard files with pyelmo embed-merge")
     parser.add_argument("--threads", type=int, default=None, metavar="N",
                         help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--tokenize", action="store_true", help=TOKENIZE_HELP)
     parser.add_argument("--stateful", action="store_true",
                         help="carry LSTM states from batch to batch row by row, like the original "
                              "implementations (batches are consecutive lines); default: every sentence "
@@ -72,7 +77,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
     """``I/N`` or ``env`` (torchrun's ``RANK``/``WORLD_SIZE``) -> ``(I, N)``."""
     import os
 
-    from pyelmo.embed import check_shard
+    from pyelmo.embedfile import check_shard
     from pyelmo.errors import InputError
 
     if value is None:
@@ -90,13 +95,14 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.embed import ElmoEmbedder, _check_output_path
+    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.embedfile import check_output_path
     from pyelmo.errors import InputError
 
     shard = parse_shard(args.shard)
     if shard is not None:
         args.output = args.output.replace("{rank}", str(shard[0]))
-    _check_output_path(args.output, args.overwrite)  # fail before loading the model
+    check_output_path(args.output, args.overwrite)  # fail before loading the model
     if args.threads is not None:
         import torch
 
@@ -110,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     count = embedder.embed_file(args.input, args.output, output_format=args.output_format,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
                                 skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,
-                                progress=not args.no_progress, shard=shard, resume=args.resume)
+                                progress=not args.no_progress, shard=shard, resume=args.resume,
+                                tokenize=args.tokenize)
     print(f"wrote {count} sentences to {args.output}")
     return 0

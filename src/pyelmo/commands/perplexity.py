@@ -17,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.errors import InputError
-    from pyelmo.training.trainer import perplexity
+    from pyelmo.lm import perplexity
 
     if args.batch_tokens < 3:
         raise InputError(f"--batch-tokens must be at least 3, got {args.batch_tokens}")

@@ -30,7 +30,7 @@ FLAGS = [  # (flag, config key, type, help)
     ("--lr", "optim.lr", float, "learning rate"),
     ("--seed", "train.seed", int, "random seed (data order, init, negatives, dropout)"),
     ("--threads", "train.threads", int, "torch intra-op threads"),
-    ("--vocab", "vocab.path", str, "use this vocab.txt instead of building one"),
+    ("--vocab", "vocab.path", "PATH", "use this vocab.txt instead of building one"),
     ("--device", "train.device", str, "auto, cpu or cuda"),
 ]
 
@@ -50,8 +50,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. lstm.dim=512 (repeatable)")
     for flag, key, kind, text in FLAGS:
-        metavar = {int: "N", float: "X"}.get(kind, "NAME")
-        p.add_argument(flag, type=kind, dest=key.replace(".", "__"), metavar=metavar, help=f"{text} ({key})")
+        metavar = {int: "N", float: "X", "PATH": "PATH"}.get(kind, "NAME")
+        p.add_argument(flag, type=str if kind == "PATH" else kind, dest=key.replace(".", "__"), metavar=metavar,
+                       help=f"{text} ({key})")
     p.add_argument("--bf16", action="store_const", const=True, dest="train__bf16", help="bfloat16 autocast")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -76,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"nothing to resume: {run_file} does not exist")
         if args.config is None:
             base = json.loads(run_file.read_text(encoding="utf-8"))["config"]
-    elif args.config is None and not overrides:
-        raise ConfigError("give --config FILE (see configs/) or --set fields")
+    elif args.config is None and not any(o.startswith(("preset", "lstm", "char_cnn")) for o in overrides):
+        raise ConfigError("give --config FILE (e.g. configs/cpu-1h.toml) or the model size (--set preset=small, "
+                          "--set lstm.dim=...): the defaults are the original model's size (4096-cell LSTMs, "
+                          "minutes per step on a CPU)")
     elif (out / RUN_NAME).exists() and not args.overwrite and os.environ.get("RANK", "0") == "0":
         raise ConfigError(f"{out} holds an earlier run: continue it with --resume, or replace it with --overwrite")
     config = load_config(args.config, overrides, base=base)
@@ -92,5 +95,6 @@ def run(args: argparse.Namespace) -> int:
     if trainer.dist.main:
         best = f", best validation perplexity {result.best_valid_ppl:.2f}" if result.best_valid_ppl else ""
         why = f" ({trainer.stopped})" if trainer.stopped else ""
-        print(f"trained {result.steps} steps, {result.tokens} tokens{best}{why}; model: {result.model_dir}")
+        steps = f"{result.steps} step" + ("" if result.steps == 1 else "s")
+        print(f"trained {steps}, {result.tokens} tokens{best}{why}; model: {result.model_dir}")
     return 0

@@ -6,10 +6,15 @@ import argparse
 from pathlib import Path
 
 
+BUILD_DESCRIPTION = ("Count the words of DATA (whitespace-tokenized text, one sentence per line) and write vocab.txt: "
+                     "<S>, </S>, <UNK>, then the words by descending count (ties alphabetical), one per line, "
+                     "the format `pyelmo train --vocab` reads.")
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("vocab", help="build a vocabulary (vocab.txt)", description=__doc__)
     sub = p.add_subparsers(dest="vocab_command", metavar="ACTION", required=True)
-    b = sub.add_parser("build", help="count words and write vocab.txt")
+    b = sub.add_parser("build", help="count words and write vocab.txt", description=BUILD_DESCRIPTION)
     b.add_argument("data", help="corpus directory (uses DIR/train/*.txt), a text directory or a file")
     b.add_argument("out", help="output file, or a directory to hold vocab.txt")
     b.add_argument("--max-size", type=int, default=None, help="keep at most N words (with <S>, </S>, <UNK>)")

@@ -13,13 +13,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from pyelmo.errors import PyelmoError
-from pyelmo.fileio import atomic_path, write_bytes_atomic, write_json_atomic, write_text_atomic  # noqa: F401
+from pyelmo.fileio import atomic_writer
 from pyelmo.paths import user_cache_dir
+from pyelmo.weights import model_fingerprint
 
 #: Bumped whenever the cached vector layout or its computation changes.
 CACHE_VERSION = "pyelmo-eval-vectors-1"
@@ -71,17 +72,6 @@ def tokenize(text: str) -> list[str]:
 # --------------------------------------------------------------------------- model identity
 
 
-def model_fingerprint(model) -> str:
-    """SHA-1 of a biLM's configuration and every weight tensor (names, shapes, bytes)."""
-    h = hashlib.sha1()
-    h.update(model.config.to_json().encode("utf-8"))
-    for name, tensor in sorted(model.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode("utf-8"))
-        h.update(t.numpy().tobytes())
-    return h.hexdigest()
-
-
 # --------------------------------------------------------------------------- contextual vectors
 
 
@@ -90,7 +80,8 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
                   batch_size: int = 32, progress: bool = True) -> np.ndarray:
     """All biLM layers at chosen token positions: a float32 ``(L, N, D)`` array.
 
-    ``positions[i]`` lists the token indices wanted from sentence ``i`` (all tokens when
+    ``model``: a ``BiLM``, or an ``ElmoEmbedder`` to reuse across calls (its token cache
+    with it). ``positions[i]`` lists the token indices wanted from sentence ``i`` (all tokens when
     ``positions`` is None); rows follow sentence order, then position order. Sentences are
     embedded statelessly (each starts from zero LSTM states). With ``cache_dir`` the result
     is stored in / read from ``cache_dir/<tag>-<hash>.npz``, keyed by the model fingerprint
@@ -100,6 +91,8 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
 
     from pyelmo.embed import ElmoEmbedder
 
+    embedder = model if isinstance(model, ElmoEmbedder) else ElmoEmbedder(model, batch_size=batch_size)
+    model = embedder.model
     if positions is None:
         positions = [range(len(s)) for s in sentences]
     positions = [list(p) for p in positions]
@@ -124,7 +117,6 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
             return cached
 
     out = np.zeros((n_layers, n_rows, dim), dtype=np.float16)
-    embedder = ElmoEmbedder(model, batch_size=batch_size)
     row = 0
     bar = tqdm(total=len(sentences), desc=f"embedding {tag}", unit="sent", disable=not progress, file=sys.stderr)
     with bar:
@@ -136,13 +128,8 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
             bar.update(1)
     if cache_file is not None:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = atomic_path(cache_file)
-        try:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, vectors=out)
-            os.replace(tmp, cache_file)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with atomic_writer(cache_file) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, vectors=out)
     return out.astype(np.float32)
 
 

@@ -185,6 +185,7 @@ def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sent
     from tqdm import tqdm
 
     from pyelmo.evaluation.common import token_vectors
+    from pyelmo.weights import model_fingerprint
 
     train = sample_sentences(read_tagged(brown_dir, "train"), train_sentences, "pos-train")
     test = sample_sentences(read_tagged(brown_dir, "test"), test_sentences, "pos-test")
@@ -210,9 +211,13 @@ def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sent
         x_tr, k_tr = static.matrix(tr_words)
         x_te, k_te = static.matrix(te_words)
         jobs.append(("word2vec", x_tr, x_te, {"oov_rate": float(1 - k_te.mean())}))
-    vec_tr = token_vectors(model, [s.words for s in train], tr_pos, fingerprint=fingerprint, cache_dir=cache_dir,
+    from pyelmo.embed import ElmoEmbedder
+
+    embedder = ElmoEmbedder(model, batch_size=batch_size)  # one token cache for both splits
+    fingerprint = fingerprint or model_fingerprint(model)
+    vec_tr = token_vectors(embedder, [s.words for s in train], tr_pos, fingerprint=fingerprint, cache_dir=cache_dir,
                            tag="pos-train", batch_size=batch_size, progress=progress)
-    vec_te = token_vectors(model, [s.words for s in test], te_pos, fingerprint=fingerprint, cache_dir=cache_dir,
+    vec_te = token_vectors(embedder, [s.words for s in test], te_pos, fingerprint=fingerprint, cache_dir=cache_dir,
                            tag="pos-test", batch_size=batch_size, progress=progress)
     for layer in range(vec_tr.shape[0]):
         jobs.append((f"layer_{layer}", vec_tr[layer], vec_te[layer], {}))

@@ -12,7 +12,7 @@ import math
 import os
 from pathlib import Path
 
-from pyelmo.evaluation.common import write_bytes_atomic, write_json_atomic, write_text_atomic
+from pyelmo.fileio import write_bytes_atomic, write_json_atomic, write_text_atomic
 
 TASKS = ("wsd", "pos", "neighbours")
 PAPER = {

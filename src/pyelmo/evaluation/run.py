@@ -7,7 +7,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyelmo.evaluation.common import EvaluationError, default_cache_dir, model_fingerprint, registry_source
+from pyelmo.evaluation.common import EvaluationError, default_cache_dir, registry_source
+from pyelmo.weights import model_fingerprint
 from pyelmo.evaluation.static import Word2VecOptions
 
 ALL_TASKS = ("wsd", "pos", "neighbours")

@@ -16,6 +16,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from pyelmo.evaluation.common import EvaluationError
+from pyelmo.fileio import atomic_writer
 
 WORD2VEC_NAME = "word2vec.bin"
 
@@ -80,12 +81,8 @@ def train_word2vec(corpus_dir: str | os.PathLike, output: str | os.PathLike,
         raise EvaluationError(f"word2vec learned no words from {corpus_dir} (min_count {options.min_count})")
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_writer(output) as tmp:
         model.wv.save_word2vec_format(str(tmp), binary=True)
-        os.replace(tmp, output)
-    finally:
-        tmp.unlink(missing_ok=True)
     return output
 
 

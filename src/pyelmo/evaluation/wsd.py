@@ -29,7 +29,8 @@ from typing import Sequence
 import numpy as np
 
 from pyelmo.corpus.splits import hash_bucket, wordnet_dir
-from pyelmo.evaluation.common import EvaluationError, tokenize, write_text_atomic
+from pyelmo.evaluation.common import EvaluationError, tokenize
+from pyelmo.fileio import write_text_atomic
 
 POS_NAMES = {"n": "noun", "v": "verb", "a": "adjective", "r": "adverb"}
 TIE_TOLERANCE = 1e-6

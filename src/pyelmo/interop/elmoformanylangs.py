@@ -126,7 +126,9 @@ class LexiconTokenEncoder(nn.Module):
                 word_ids.append(self.words.get(token, self.words["<oov>"]))
         return char_ids, (torch.tensor(word_ids, dtype=torch.long) if self.words is not None else None)
 
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, char_ids: torch.Tensor, products=None, fused_conv: bool = False) -> torch.Tensor:
+        """``char_ids (..., max_chars)`` -> token vectors; takes (and ignores) the execution
+        strategy's ``products``/``fused_conv`` so both strategies run it unchanged."""
         shape = char_ids.shape[:-1]
         ids, words = self.lexicon_ids(char_ids.reshape(-1, char_ids.shape[-1]).cpu())
         device = self.projection.weight.device
@@ -148,7 +150,6 @@ class LexiconBiLM(BiLM):
             chars, words, section["n_chars"], section["n_words"], section["char_dim"], section["word_dim"],
             section["filters"], section["n_highway"], section["activation"], section["max_characters_per_token"],
             config.lstm.projection_dim)
-        self.use_fast_path = False  # the fast path's token encoder is the byte CNN
 
 
 def _network_config(src: Path) -> dict:

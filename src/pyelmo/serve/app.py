@@ -92,7 +92,7 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
                   cache_dir: str | os.PathLike | None = None) -> Service:
     """Load the model (default: the shipped one), its LM head when it has one, and the corpus vectors."""
     from pyelmo.embed import ElmoEmbedder
-    from pyelmo.evaluation.common import model_fingerprint
+    from pyelmo.weights import model_fingerprint
 
     embedder = ElmoEmbedder(model, weight_file)
     fingerprint = model_fingerprint(embedder.model)
@@ -333,13 +333,13 @@ class Api:
 
     def _projection(self, vectors: np.ndarray, names: list[str], word: str) -> dict:
         """2-D PCA per layer of the word in the request's sentences and in the sample corpus."""
-        from pyelmo.demo import _pca2
+        from pyelmo.demo import pca2
 
         corpus = self.service.corpus
         rows = corpus.contexts(word)
         unit = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
         sample = corpus.unit_vectors(rows)  # (L + 1, m, D)
-        points = {name: np.round(_pca2(np.concatenate([unit[:, k], sample[k]])), 5).tolist()
+        points = {name: np.round(pca2(np.concatenate([unit[:, k], sample[k]])), 5).tolist()
                   for k, name in enumerate(names)}
         examples = [corpus.examples[corpus.rows[r][0]] for r in rows]
         return {"points": points, "sentences": len(vectors),

@@ -17,31 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig, preset
-from pyelmo.errors import PyelmoError
+from pyelmo.errors import ConfigError, PyelmoError
 
-
-class ConfigError(PyelmoError):
-    """A training configuration that is malformed or out of range."""
-
-
-@dataclass
-class CharCNNSection:
-    filters: list[list[int]] = field(default_factory=lambda: [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256],
-                                                              [6, 512], [7, 1024]])
-    n_highway: int = 2
-    embedding_dim: int = 16
-    max_characters_per_token: int = 50
-    activation: str = "relu"
-
-
-@dataclass
-class LSTMSection:
-    dim: int = 4096
-    projection_dim: int = 512
-    n_layers: int = 2
-    cell_clip: float | None = 3.0
-    proj_clip: float | None = 3.0
-    use_skip_connections: bool = True
+__all__ = ["ConfigError", "TrainConfig", "config_from_dict", "load_config", "read_config_file"]
 
 
 @dataclass
@@ -100,8 +78,8 @@ class TrainConfig:
     """Everything a training run needs besides the data."""
 
     preset: str = ""
-    char_cnn: CharCNNSection = field(default_factory=CharCNNSection)
-    lstm: LSTMSection = field(default_factory=LSTMSection)
+    char_cnn: CharCNNConfig = field(default_factory=CharCNNConfig)  # the model: pyelmo.config's schema
+    lstm: LSTMConfig = field(default_factory=LSTMConfig)
     vocab: VocabSection = field(default_factory=VocabSection)
     data: DataSection = field(default_factory=DataSection)
     softmax: SoftmaxSection = field(default_factory=SoftmaxSection)
@@ -109,20 +87,8 @@ class TrainConfig:
     train: TrainSection = field(default_factory=TrainSection)
 
     def model_config(self) -> ElmoConfig:
-        """The biLM's ``ElmoConfig`` (training uses the 262-id character layout)."""
-        c, l = self.char_cnn, self.lstm
-        try:
-            return ElmoConfig(
-                char_cnn=CharCNNConfig(filters=tuple(tuple(f) for f in c.filters), n_highway=c.n_highway,
-                                       embedding_dim=c.embedding_dim, n_characters=262,
-                                       max_characters_per_token=c.max_characters_per_token,
-                                       activation=c.activation),
-                lstm=LSTMConfig(dim=l.dim, projection_dim=l.projection_dim, n_layers=l.n_layers,
-                                cell_clip=l.cell_clip, proj_clip=l.proj_clip,
-                                use_skip_connections=l.use_skip_connections),
-            )
-        except PyelmoError as exc:
-            raise ConfigError(str(exc)) from None
+        """The biLM's ``ElmoConfig`` (validated; ``ConfigError`` if it cannot describe a model)."""
+        return ElmoConfig(char_cnn=self.char_cnn, lstm=self.lstm)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -153,10 +119,15 @@ def _check_value(name: str, value: Any, hint: Any) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{name} must be a string, got {value!r}")
         return value
-    if origin is list:
+    if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{name} must be a list, got {value!r}")
-        return [_check_value(f"{name}[{i}]", v, args[0]) for i, v in enumerate(value)]
+        if origin is tuple and args[-1] is not Ellipsis:  # a fixed-length tuple, e.g. a [width, n_maps] pair
+            if len(value) != len(args):
+                raise ConfigError(f"{name} must hold {len(args)} values, got {value!r}")
+            return tuple(_check_value(f"{name}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
+        items = [_check_value(f"{name}[{i}]", v, args[0]) for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
     raise ConfigError(f"{name}: unsupported type")  # pragma: no cover
 
 
@@ -177,10 +148,12 @@ def _apply(config: TrainConfig, data: dict[str, Any], where: str) -> None:
             raise ConfigError(f"{where}: {key!r} must be a table/object of fields")
         section = getattr(config, key)
         section_hints = typing.get_type_hints(type(section))
+        changes = {}
         for name, v in value.items():
             if name not in section_hints:
                 raise ConfigError(f"{where}: unknown field '{key}.{name}'; known: {', '.join(section_hints)}")
-            setattr(section, name, _check_value(f"{key}.{name}", v, section_hints[name]))
+            changes[name] = _check_value(f"{key}.{name}", v, section_hints[name])
+        setattr(config, key, dataclasses.replace(section, **changes))  # the model sections are frozen
 
 
 def _apply_preset(config: TrainConfig, name: str) -> None:
@@ -188,11 +161,7 @@ def _apply_preset(config: TrainConfig, name: str) -> None:
         p = preset(name)
     except PyelmoError as exc:
         raise ConfigError(str(exc)) from None
-    config.char_cnn = CharCNNSection(filters=[list(f) for f in p.char_cnn.filters], n_highway=p.char_cnn.n_highway,
-                                     embedding_dim=p.char_cnn.embedding_dim,
-                                     max_characters_per_token=p.char_cnn.max_characters_per_token,
-                                     activation=p.char_cnn.activation)
-    config.lstm = LSTMSection(**dataclasses.asdict(p.lstm))
+    config.char_cnn, config.lstm = p.char_cnn, p.lstm
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -274,6 +243,7 @@ def validate(config: TrainConfig) -> None:
             raise ConfigError(f"{name} must be {what}, got {value!r}")
 
     c = config
+    check("char_cnn.n_characters", c.char_cnn.n_characters == 262, "262 (training uses the padding id)")
     check("vocab.max_size", c.vocab.max_size >= 4, "at least 4")
     check("vocab.min_count", c.vocab.min_count >= 1, "at least 1")
     check("data.batch_tokens", c.data.batch_tokens >= 3, "at least 3")

@@ -12,10 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
-import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -23,127 +21,17 @@ import numpy as np
 import torch
 
 from pyelmo.config import ElmoConfig
-from pyelmo.errors import PyelmoError
-from pyelmo.fast import bf16_supported, usable_bf16
+from pyelmo.kernels import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
-from pyelmo.training.data import DataOrder, TokenizedText, eval_batches, shard
-from pyelmo.training.model import LanguageModel
+from pyelmo.lm import LanguageModel, evaluate, load_language_model
+from pyelmo.lmtext import TokenizedText
+from pyelmo.training.data import DataOrder, shard
 from pyelmo.vocab import DataError, Vocabulary, vocab_from_files
-from pyelmo.weights import atomic_path, write_text_atomic
-
-CHECKPOINT_NAME = "checkpoint.pt"
-RUN_NAME = "run.json"
-METRICS_NAME = "metrics.jsonl"
-CURVES_NAME = "curves.png"
-PathLike = str | os.PathLike
-
-
-class CheckpointError(PyelmoError):
-    """A checkpoint that is missing, unreadable or does not match the run."""
-
-
-# -- distributed ----------------------------------------------------------------------------
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
-    initialized_here: bool = False
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.world > 1:
-            t = tensor.to(self.device)
-            torch.distributed.all_reduce(t)
-            return t.to(tensor.device)
-        return tensor
-
-
-def setup_distributed(device: str) -> Dist:
-    """Join the torchrun process group if ``WORLD_SIZE`` > 1 (gloo on CPU, nccl on GPU)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    if device == "cuda" and not torch.cuda.is_available():
-        raise PyelmoError("train.device is 'cuda' but no CUDA device is available")
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    dev = torch.device(f"cuda:{local_rank}" if use_cuda else "cpu")
-    if use_cuda:
-        torch.cuda.set_device(dev)
-    if world <= 1:
-        return Dist(device=dev)
-    import torch.distributed as td
-
-    here = False
-    if not td.is_initialized():
-        td.init_process_group(backend="nccl" if use_cuda else "gloo")
-        here = True
-    return Dist(td.get_rank(), td.get_world_size(), local_rank, dev, here)
-
-
-# -- helpers --------------------------------------------------------------------------------
-def _torch_save_atomic(obj: Any, path: Path) -> None:
-    tmp = atomic_path(path)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def load_checkpoint(path: PathLike) -> dict[str, Any]:
-    """A checkpoint written by the trainer (tensors and plain containers only: ``weights_only``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no checkpoint at {path}")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for corrupt files
-        raise CheckpointError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
-
-
-def remove_stale_temporaries(directory: Path) -> list[Path]:
-    """Delete ``.NAME.PID.tmp`` files (see ``atomic_path``) in ``directory`` whose writer process is gone.
-
-    A run killed (e.g. SIGKILL) while writing leaves such a file; it is never read.
-    """
-    removed = []
-    for tmp in directory.glob(".*.tmp") if directory.is_dir() else ():
-        pid = tmp.name.rsplit(".", 2)[-2]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # still running
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
-        tmp.unlink(missing_ok=True)
-        removed.append(tmp)
-    return removed
-
-
-def _copy_dir_atomic(src: Path, dst: Path) -> None:
-    dst.mkdir(parents=True, exist_ok=True)
-    for f in src.iterdir():
-        if f.is_file() and not f.name.startswith("."):
-            tmp = atomic_path(dst / f.name)
-            shutil.copyfile(f, tmp)
-            os.replace(tmp, dst / f.name)
-
-
-def _metrics_record_step(line: str) -> float:
-    """The step of a metrics.jsonl line; infinity (dropped on resume) for a blank or cut-off line."""
-    try:
-        record = json.loads(line)
-        return float(record.get("step", 0)) if isinstance(record, dict) else math.inf
-    except ValueError:
-        return math.inf  # the last line of a run killed while appending
-
+from pyelmo.fileio import PathLike, write_text_atomic
+from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,  # noqa: F401
+                                         CheckpointError, copy_dir_atomic, load_checkpoint, metrics_record_step,
+                                         plot_metrics, remove_stale_temporaries, torch_save_atomic)
+from pyelmo.training.distributed import setup_distributed
 
 @dataclass
 class TrainResult:
@@ -289,7 +177,7 @@ class Trainer:
                "world_size": self.dist.world}
         write_text_atomic(self.out / METRICS_NAME, "")
         # a step-0 checkpoint before run.json: a run that has a run.json can always be resumed
-        _torch_save_atomic(self.state_dict(), self.out / CHECKPOINT_NAME)
+        torch_save_atomic(self.state_dict(), self.out / CHECKPOINT_NAME)
         write_text_atomic(self.out / RUN_NAME, json.dumps(run, indent=2) + "\n")
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
@@ -306,7 +194,7 @@ class Trainer:
         if self.dist.main:  # drop metrics logged after the checkpoint
             path = self.out / METRICS_NAME
             lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-            kept = [l for l in lines if _metrics_record_step(l) <= self.step]
+            kept = [l for l in lines if metrics_record_step(l) <= self.step]
             write_text_atomic(path, "".join(l + "\n" for l in kept))
 
     def state_dict(self) -> dict[str, Any]:
@@ -320,7 +208,7 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         if self.dist.main:
-            _torch_save_atomic(self.state_dict(), self.out / CHECKPOINT_NAME)
+            torch_save_atomic(self.state_dict(), self.out / CHECKPOINT_NAME)
 
     # -- logging -------------------------------------------------------------------------
     def log(self, record: dict[str, Any]) -> None:
@@ -370,7 +258,8 @@ class Trainer:
         if self.valid_text is None:
             return None
         with self.autocast():
-            result = evaluate(self.model, self.valid_text, 2 * self.config.data.batch_tokens, self.dist)
+            result = evaluate(self.model, self.valid_text, 2 * self.config.data.batch_tokens, rank=self.dist.rank,
+                              world=self.dist.world, device=self.dist.device, all_reduce=self.dist.all_reduce)
         return result.as_dict()
 
     # -- the loop ----------------------------------------------------------------------------
@@ -480,7 +369,7 @@ class Trainer:
             return model_dir
         best = self.out / "best"
         if self.config.train.keep_best and self.best is not None and best.is_dir():
-            _copy_dir_atomic(best, model_dir)
+            copy_dir_atomic(best, model_dir)
         else:
             self._save_model(model_dir)
         self._plot()
@@ -488,102 +377,6 @@ class Trainer:
 
     def _plot(self) -> None:
         plot_metrics(self.out / METRICS_NAME, self.out / CURVES_NAME)
-
-
-def plot_metrics(metrics: Path, out: Path) -> None:
-    """Training loss and validation perplexity against steps, as a PNG (written atomically)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    records = [json.loads(l) for l in metrics.read_text(encoding="utf-8").splitlines() if l.strip()]
-    train = [(r["step"], r["loss"]) for r in records if "loss" in r]
-    valid = [(r["step"], r["valid_ppl"]) for r in records if "valid_ppl" in r]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    if train:
-        a.plot(*zip(*train), label="train (sampled softmax)")
-    a.set_xlabel("step"), a.set_ylabel("loss (nats)"), a.set_title("training loss")
-    if valid:
-        b.plot(*zip(*valid), marker="o", color="C1", label="validation")
-        b.set_yscale("log")
-    b.set_xlabel("step"), b.set_ylabel("perplexity (full softmax)"), b.set_title("validation perplexity")
-    fig.tight_layout()
-    tmp = atomic_path(out)
-    try:
-        fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, out)
-    finally:
-        plt.close(fig)
-        tmp.unlink(missing_ok=True)
-
-
-# -- evaluation -----------------------------------------------------------------------------
-@dataclass
-class Perplexity:
-    """Full-softmax perplexities; ``average`` is ``exp`` of the mean of both directions' losses."""
-
-    forward: float
-    backward: float
-    average: float
-    tokens: int
-
-    def as_dict(self) -> dict[str, float]:
-        return {"ppl": self.average, "ppl_forward": self.forward, "ppl_backward": self.backward,
-                "predictions": self.tokens}
-
-
-@torch.no_grad()
-def evaluate(model: LanguageModel, text: TokenizedText, batch_tokens: int = 8192,
-             dist: Dist | None = None) -> Perplexity:
-    """Forward, backward and average perplexity of ``text`` (each rank does every world-th batch)."""
-    dist = dist or Dist(device=next(model.parameters()).device)
-    was_training = model.training
-    model.eval()
-    sums = torch.zeros(3, dtype=torch.float64)
-    batches = eval_batches(text.lengths, batch_tokens)
-    for rows in batches[dist.rank::dist.world]:
-        batch = text.batch(rows)
-        s = model(batch.char_ids.to(dist.device), batch.targets.to(dist.device))
-        sums += torch.tensor([float(s[0]), float(s[1]), batch.n_predictions], dtype=torch.float64)
-    sums = dist.all_reduce(sums)
-    model.train(was_training)
-    f, b, n = (float(x) for x in sums)
-    return Perplexity(math.exp(f / n), math.exp(b / n), math.exp((f + b) / (2 * n)), int(n))
-
-
-def load_language_model(model_dir: PathLike, dropout: float = 0.0) -> tuple[LanguageModel, Vocabulary]:
-    """A trained model directory (``from_pretrained`` layout + softmax + ``vocab.txt``)."""
-    from pyelmo.weights import WeightFileError, from_pretrained, load_native_tensors
-
-    model_dir = Path(model_dir)
-    bilm = from_pretrained(model_dir)
-    tensors = load_native_tensors(model_dir)
-    if "softmax.weight" not in tensors or "softmax.bias" not in tensors:
-        raise WeightFileError(f"{model_dir} has no softmax (softmax.weight / softmax.bias): not a trained biLM")
-    vocab = Vocabulary.load(model_dir / "vocab.txt")
-    w, b = tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
-    if w.shape != (len(vocab), bilm.config.projection_dim) or b.shape != (len(vocab),):
-        raise WeightFileError(f"{model_dir}: softmax shape {tuple(w.shape)} does not match vocabulary "
-                              f"({len(vocab)}) and projection ({bilm.config.projection_dim})")
-    lm = LanguageModel(bilm.config, len(vocab), dropout=dropout)
-    with torch.no_grad():
-        lm.bilm.load_state_dict(bilm.state_dict())
-        lm.softmax_weight.copy_(w)
-        lm.softmax_bias.copy_(b)
-    return lm, vocab
-
-
-def perplexity(model_dir: PathLike, files: Sequence[PathLike], batch_tokens: int = 8192,
-               max_length: int | None = None) -> Perplexity:
-    """Full-softmax perplexity of a trained model on text files (one sentence per line)."""
-    from pyelmo.weights import read_native_config
-
-    lm, vocab = load_language_model(model_dir)
-    if max_length is None:
-        max_length = int(read_native_config(model_dir).get("training", {}).get("max_length", 100))
-    text = TokenizedText(files, vocab, max_length, lm.bilm.config.char_cnn.max_characters_per_token)
-    return evaluate(lm, text, batch_tokens)
 
 
 def train(config: TrainConfig | dict, out_dir: PathLike, data_dir: PathLike | None = None,

@@ -1,0 +1,235 @@
+"""How the biLM's matrix products run: the pluggable product implementation of an execution strategy.
+
+:class:`Products` computes ``x @ W^T`` for the modules (``encoder.py``, ``lstm.py``):
+
+- ``PLAIN``: ``torch`` products on the parameters themselves, differentiable (training,
+  the reference path);
+- ``Products(onednn=True)``: oneDNN with every weight reordered once into its blocked
+  layout, 2-4x the speed of ``torch.mm`` (MKL) on the LSTM's shapes on the AMD CPUs
+  measured, in float32 (only the order of the sums differs); no autograd;
+- ``Products(torch.bfloat16)``: bfloat16 inputs and weights, float32 sums and outputs: an
+  explicit reduced-precision mode (outputs differ by about 0.5% of their largest value),
+  chosen only on CPUs with bfloat16 instructions (:func:`usable_bf16`).
+
+A new implementation (another kernel library, a runtime choice per shape) is a class with
+the same methods. :func:`conv_max_gemm` is the character CNN's kernel for the inference
+strategy: every convolution width in one product.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+import weakref
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from pyelmo.characters import PAD_CHAR
+
+PAD_ID = PAD_CHAR + 1  # the padding character's id (ids are shifted by +1)
+#: Products of fewer multiply-adds (rows x weight size) run faster with plain ``torch.mm``:
+#: oneDNN's per-call overhead dominates them (e.g. one row through the small model's projection).
+ONEDNN_MIN_WORK = 2**18
+
+
+def onednn_available() -> bool:
+    """Whether this PyTorch build has oneDNN's prepacked-weight linear (x86 and arm CPU builds do)."""
+    try:
+        return (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+                and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def bf16_supported() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16/AVX512BW, AMX or AVX-NE-CONVERT).
+
+    Without it, bfloat16 products run hundreds of times slower than float32 (0.3 against
+    135 GFLOP/s measured on an AVX2-only AMD EPYC), so the bfloat16 modes fall back to
+    exact float32 there.
+    """
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def usable_bf16(requested: bool) -> bool:
+    """``requested``, unless this CPU lacks bfloat16 instructions: then a warning and ``False``."""
+    if requested and not bf16_supported():
+        warnings.warn("bfloat16 ignored: this CPU has no bfloat16 matrix instructions (AVX512-BF16, AMX or "
+                      "AVX-NE-CONVERT), where it would be far slower than float32; computing in exact float32",
+                      RuntimeWarning, stacklevel=3)
+        return False
+    return requested
+
+
+@functools.lru_cache(maxsize=4096)
+def onednn_rows(rows: int) -> int:
+    """``rows`` rounded up to one of a few sizes (exact to 16, then steps of ~12.5%, multiples of 8).
+
+    oneDNN compiles and keeps a kernel for every input shape it sees (about 0.6 MB each
+    here), so products of freely varying row counts would grow the process's memory with
+    every new length; padding the rows to these sizes bounds it.
+    """
+    size = rows if rows <= 16 else 16
+    while size < rows:
+        size = max(size + 8, math.ceil(size * 1.125 / 8) * 8)
+    return size
+
+
+class Products:
+    """``x @ W^T`` for the modules: exact float32, or with bfloat16 inputs and weights.
+
+    On CPU the products run through oneDNN with each weight prepacked once into its
+    blocked layout (``onednn=None``: when the build has it). Here, in float32, that is 2-4x
+    faster than ``torch.mm`` (MKL) for the LSTM's shapes at the same precision: only the
+    order of the sums differs. Float32 products too small to gain (fewer than
+    ``ONEDNN_MIN_WORK`` multiply-adds) stay on ``torch.mm``. ``onednn=False`` forces
+    ``torch.mm`` throughout.
+
+    Prepared weights (packed and/or cast to bfloat16, and any :meth:`derived` weight) are
+    made once per parameter, kept by this object while the parameter lives, and remade when
+    it changes (in-place update, reload, ``.to()``). ``differentiable``: only ``torch``
+    products on the parameters themselves (``PLAIN``), which autograd can follow.
+    """
+
+    def __init__(self, dtype: torch.dtype | None = None, onednn: bool | None = None) -> None:
+        self.dtype = dtype
+        self.onednn = onednn_available() if onednn is None else onednn
+        self._weights: dict[tuple[int, bool], tuple[weakref.ref, tuple, torch.Tensor]] = {}
+        self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
+
+    @property
+    def differentiable(self) -> bool:
+        return self.dtype is None and not self.onednn
+
+    def __repr__(self) -> str:
+        return f"Products(dtype={self.dtype}, onednn={self.onednn})"
+
+    def derived(self, owner: torch.nn.Module, build: Callable[[], object]) -> object:
+        """``build()``'s result for ``owner`` (e.g. its weights rearranged), kept until its parameters change."""
+        key = tuple((p.data_ptr(), p._version, p.device) for p in owner.parameters())
+        cached = self._derived.get(id(owner))
+        if cached is None or cached[0]() is not owner or cached[1] != key:
+            with torch.inference_mode(False), torch.no_grad():  # normal tensors: their versions are tracked
+                cached = (weakref.ref(owner), key, build())
+            self._derived[id(owner)] = cached
+        return cached[2]
+
+    def _uses_onednn(self, x: torch.Tensor, w: torch.Tensor) -> bool:
+        if not (self.onednn and x.device.type == "cpu" and x.dtype == torch.float32):
+            return False
+        return self.dtype is not None or x.numel() // max(x.shape[-1], 1) * w.numel() >= ONEDNN_MIN_WORK
+
+    def weight(self, w: torch.Tensor, packed: bool) -> torch.Tensor:
+        """``w`` in this path's precision, prepacked for oneDNN if ``packed``."""
+        key = (w.data_ptr(), w._version)  # a new dtype, device or shape means new storage
+        cached = self._weights.get((id(w), packed))
+        if cached is None or cached[0]() is not w or cached[1] != key:
+            prepared = w.detach() if self.dtype is None else w.detach().to(self.dtype)
+            if packed:
+                prepared = torch.ops.mkldnn._reorder_linear_weight(prepared, 32)
+            cached = (weakref.ref(w), key, prepared)
+            self._weights[(id(w), packed)] = cached
+        return cached[2]
+
+    def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ w.T (+ bias)`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``)."""
+        if self._uses_onednn(x, w):
+            rows, padded = x.shape[0], onednn_rows(x.shape[0])
+            if padded != rows:  # a few shapes only: oneDNN keeps a compiled kernel per shape
+                x = torch.cat([x, x.new_zeros(padded - rows, x.shape[1])])
+            x = (x if self.dtype is None else x.to(self.dtype)).contiguous()
+            exact_bias = bias if self.dtype is None else None
+            y = torch.ops.mkldnn._linear_pointwise(x, self.weight(w, packed=True), exact_bias, "none", [], "")[:rows]
+            if self.dtype is None:
+                return y
+        elif self.dtype is None:
+            return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
+        else:
+            y = x.to(self.dtype) @ self.weight(w, packed=False).t()
+        y = y.float()
+        return y if bias is None else y.add_(bias)
+
+    def linear(self, x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
+        """``layer(x)`` through these products."""
+        if self.differentiable:
+            return F.linear(x, layer.weight, layer.bias)
+        return self.mm(x, layer.weight, layer.bias)
+
+    def _plain(self, x: torch.Tensor, w: torch.Tensor) -> bool:
+        return self.dtype is None and not self._uses_onednn(x, w)
+
+    def addmm(self, bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out = bias + x @ w.T``."""
+        if self._plain(x, w):
+            return torch.addmm(bias, x, w.t(), out=out)
+        return out.copy_(self.mm(x, w, bias))
+
+    def addmm_(self, acc: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``acc += x @ w.T``."""
+        if self._plain(x, w):
+            return acc.addmm_(x, w.t())
+        return acc.add_(self.mm(x, w))
+
+    def mm_out(self, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out = x @ w.T``."""
+        if self._plain(x, w):
+            return torch.mm(x, w.t(), out=out)
+        return out.copy_(self.mm(x, w))
+
+
+#: Plain differentiable ``torch`` products on the parameters themselves (training, the reference path).
+PLAIN = Products(None, onednn=False)
+
+
+def padded_conv_weights(convolutions: torch.nn.ModuleList) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int, int]]]:
+    """All convolution filters zero-padded to the widest: ``W (n_filters, widest * emb)`` in
+    ``[offset, emb]`` order, the biases, and ``(first column, end column, width)`` of each filter group."""
+    widest = max(conv.kernel_size[0] for conv in convolutions)
+    blocks, groups, start = [], [], 0
+    for conv in convolutions:
+        n, _, w = conv.weight.shape  # (n, emb, w)
+        blocks.append(F.pad(conv.weight, (0, widest - w)))
+        groups.append((start, start + n, w))
+        start += n
+    weight = torch.cat(blocks).transpose(1, 2).reshape(start, -1).contiguous()
+    return weight, torch.cat([conv.bias for conv in convolutions]), groups
+
+
+def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.ModuleList, char_ids: torch.Tensor,
+                  products: Products) -> torch.Tensor:
+    """Every convolution's max over positions (bias included, before the activation): ``(N, C) -> (N, n_filters)``.
+
+    One product ``windows (N * positions, widest * emb) @ W^T`` gives every filter's
+    response at every window start; each filter group's max runs over its valid starts
+    ``0 .. C - width`` (the zero-padded tail is left out), and the bias comes after the
+    max (it commutes with it). Windows that start after the rows' last
+    non-padding character hold padding characters only: they all give one response per
+    filter, computed once instead of at each of those starts.
+    """
+    weight, bias, groups = products.derived(convolutions, lambda: padded_conv_weights(convolutions))
+    n_tokens, n_chars = char_ids.shape
+    emb = char_embedding.embedding_dim
+    widest = weight.shape[1] // emb
+    # window starts computed one by one: 0 .. (the last non-padding character of any row)
+    positions = torch.arange(1, n_chars + 1, device=char_ids.device)
+    starts = max(int((char_ids.ne(PAD_ID) * positions).amax()) if n_tokens else 0, 1)
+    kept = min(n_chars, starts + widest - 1)  # the characters those windows read; zeros after the row's end
+    chars = F.pad(char_embedding(char_ids[:, :kept]), (0, 0, 0, starts + widest - 1 - kept))
+    windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * starts, widest * emb)
+    responses = products.mm(windows, weight).view(n_tokens, starts, -1)
+    padding_window = char_embedding.weight[PAD_ID].repeat(widest)[None]  # (1, widest * emb)
+    padding_response = products.mm(padding_window, weight)[0]
+    pooled = []
+    for a, b, w in groups:
+        group = responses[:, : min(starts, n_chars - w + 1), a:b].amax(dim=1)
+        if starts <= n_chars - w:  # some valid windows hold padding only
+            group = torch.maximum(group, padding_response[a:b])
+        pooled.append(group)
+    return torch.cat(pooled, dim=1) + bias

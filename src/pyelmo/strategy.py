@@ -1,0 +1,243 @@
+"""How ``BiLM.forward`` executes: the options object and the two execution strategies.
+
+The modules (``encoder.py``, ``lstm.py``, ``bilm.py``) own the model's math; a strategy
+only decides how rows are laid out and how the products run:
+
+- ``"plain"`` (:class:`PaddedRows`, the default): padded ``(B, T)`` rows sorted by length,
+  one direction after the other, ``torch`` products, every convolution width on its
+  own. Differentiable: training and the reference path.
+- ``"packed"`` (:class:`PackedRows`, inference): the token encoder once per distinct token
+  (optionally through a :class:`~pyelmo.encoder.TokenCache` across calls), every
+  convolution width in one product with all-padding windows computed once; packed rows
+  (only the rows still running at each step, no padding); both directions of a level in
+  one time loop, the gate nonlinearities once over both, into preallocated buffers.
+  No autograd.
+
+The product implementation is a separate, pluggable piece (:class:`pyelmo.kernels.Products`:
+``torch.mm``, oneDNN prepacked, bfloat16). :class:`RunOptions` holds the choice together
+with the token cache and, in stateful mode, the carried LSTM states; it belongs to whoever
+runs the model (``ElmoEmbedder``, ``Elmo``), never to the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from pyelmo.encoder import TokenCache, TokenEncoder, encode_distinct
+from pyelmo.kernels import PLAIN, Products, usable_bf16
+from pyelmo.lstm import LstmWithProjection
+
+STRATEGIES = ("plain", "packed")
+#: Packed rows (token positions of one direction) per input-to-gate product in the packed LSTM loop.
+INPUT_GATE_CHUNK_ROWS = 512
+
+
+class CarriedStates:
+    """Stateful mode: the LSTM states ``(h (2, L, rows, P), c (2, L, rows, H))`` each batch row
+    reached in the previous call; a smaller batch continues its rows and keeps the others."""
+
+    def __init__(self) -> None:
+        self.h: torch.Tensor | None = None
+        self.c: torch.Tensor | None = None
+
+    def reset(self) -> None:
+        """Forget the carried states: the next call starts from zeros."""
+        self.h = self.c = None
+
+    def fill(self, h: torch.Tensor, c: torch.Tensor) -> None:
+        """Write the carried states into the first rows of the zero states ``h``, ``c``."""
+        if self.h is not None:
+            rows = min(h.shape[2], self.h.shape[2])
+            h[:, :, :rows] = self.h[:, :, :rows]
+            c[:, :, :rows] = self.c[:, :, :rows]
+
+    def update(self, h: torch.Tensor, c: torch.Tensor) -> None:
+        """Carry the final states ``h``, ``c`` of a call (and the earlier rows it did not reach)."""
+        h, c = h.detach(), c.detach()
+        if self.h is not None and self.h.shape[2] > h.shape[2]:
+            h = torch.cat([h, self.h[:, :, h.shape[2]:]], dim=2)
+            c = torch.cat([c, self.c[:, :, c.shape[2]:]], dim=2)
+        self.h, self.c = h, c
+
+
+@dataclass
+class RunOptions:
+    """How one ``BiLM.forward`` call runs (see the module docstring); the default is the plain strategy.
+
+    ``strategy``: ``"plain"`` or ``"packed"``; ``products``: the product implementation;
+    ``token_cache``: token vectors kept across calls (packed only); ``states``: carried LSTM
+    states (stateful mode) or ``None`` (stateless: every sentence starts from zeros).
+    """
+
+    strategy: str = "plain"
+    products: Products = PLAIN
+    token_cache: TokenCache | None = None
+    states: CarriedStates | None = None
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.strategy == "plain" and (self.token_cache is not None or not self.products.differentiable):
+            raise ValueError("the plain strategy runs differentiable torch products and no token cache")
+
+    @classmethod
+    def inference(cls, *, stateful: bool = False, token_cache_size: int = 0, bf16: bool = False,
+                  onednn: bool | None = None, device: str | torch.device = "cpu") -> RunOptions:
+        """The packed strategy. ``bf16``: bfloat16 products (a warning and exact float32 on a CPU
+        without bfloat16 instructions); ``onednn``: prepacked oneDNN products (``None``: when available)."""
+        on_cpu = torch.device(device).type == "cpu"
+        dtype = torch.bfloat16 if (bf16 and (not on_cpu or usable_bf16(True))) else None
+        return cls("packed", Products(dtype, onednn), TokenCache(token_cache_size) if token_cache_size > 0 else None,
+                   CarriedStates() if stateful else None)
+
+    @property
+    def stateful(self) -> bool:
+        return self.states is not None
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The products' input precision."""
+        return self.products.dtype or torch.float32
+
+
+# -- row layouts ----------------------------------------------------------------------------
+def reverse_within_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each row's first ``lengths[b]`` steps of ``x (B, T, ...)``; padding stays in place."""
+    steps = torch.arange(x.shape[1], device=x.device)
+    index = torch.where(steps < lengths[:, None], lengths[:, None] - 1 - steps, steps)
+    return x.gather(1, index.view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x))
+
+
+class SortedRows:
+    """Rows sorted by descending length: ``batch_sizes[t]`` rows still run at step ``t``."""
+
+    def __init__(self, lengths: torch.Tensor, steps: int) -> None:
+        self.batch, self.steps = len(lengths), steps
+        self.order = torch.argsort(lengths, descending=True, stable=True)
+        self.restore = torch.argsort(self.order)
+        self.sorted_lengths = lengths[self.order]
+        longest = int(self.sorted_lengths[0]) if len(lengths) else 0
+        sizes = (self.sorted_lengths[None, :] > torch.arange(longest, device=lengths.device)[:, None]).sum(-1)
+        self.sizes = sizes
+        self.batch_sizes: list[int] = sizes.tolist()
+
+    def sort(self, state: torch.Tensor) -> torch.Tensor:
+        """``(2, B, ...)`` states from the caller's row order to the sorted order."""
+        return state[:, self.order].contiguous()
+
+    def unsort(self, state: torch.Tensor) -> torch.Tensor:
+        return state[:, self.restore]
+
+
+class PaddedRows(SortedRows):
+    """The plain strategy: ``(2, B, T, ·)`` per direction, rows sorted, the backward direction
+    reversed within each row's length. Differentiable."""
+
+    def encode(self, encoder: TokenEncoder, char_ids: torch.Tensor, full_mask: torch.Tensor,
+               options: RunOptions) -> torch.Tensor:
+        tokens = encode_distinct(encoder, char_ids[self.order]) * full_mask[self.order].unsqueeze(-1)
+        return torch.stack([tokens, reverse_within_lengths(tokens, self.sorted_lengths)])
+
+    def run_level(self, pair: list[LstmWithProjection], x: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
+                  products: Products) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        runs = [layer(x[d], self.batch_sizes, (h[d], c[d])) for d, layer in enumerate(pair)]
+        return (torch.stack([out for out, _ in runs]), torch.stack([s[0] for _, s in runs]),
+                torch.stack([s[1] for _, s in runs]))
+
+    def assemble(self, levels: list[torch.Tensor]) -> torch.Tensor:
+        """``(L + 1, B, T, 2P)`` in the caller's row order from each level's ``(2, B, T, P)``."""
+        return torch.stack([torch.cat([x[0], reverse_within_lengths(x[1], self.sorted_lengths)], dim=-1)[self.restore]
+                            for x in levels])
+
+
+class PackedRows(SortedRows):
+    """The packed strategy: only the rows still running at each step, time-major.
+
+    Step ``t`` runs the first ``batch_sizes[t]`` sorted rows, stored at packed rows
+    ``offsets[t] : offsets[t] + batch_sizes[t]``. ``forward_src[k]`` / ``backward_src[k]``
+    is the flat ``row * T + position`` index (in the caller's row order) that packed row
+    ``k`` reads in the forward / backward direction: the backward direction is the same
+    positions in reversed order, so both directions share the step sizes.
+    """
+
+    def __init__(self, lengths: torch.Tensor, steps: int) -> None:
+        super().__init__(lengths, steps)
+        device = lengths.device
+        self.offsets: list[int] = [0] + torch.cumsum(self.sizes, 0).tolist()
+        step = torch.repeat_interleave(torch.arange(len(self.batch_sizes), device=device), self.sizes)
+        sorted_row = torch.arange(len(step), device=device) - torch.tensor(self.offsets[:-1], device=device)[step]
+        row = self.order[sorted_row]
+        self.forward_src = row * steps + step
+        self.backward_src = row * steps + self.sorted_lengths[sorted_row] - 1 - step
+
+    @property
+    def n_packed(self) -> int:
+        return self.offsets[-1]
+
+    def encode(self, encoder: TokenEncoder, char_ids: torch.Tensor, full_mask: torch.Tensor,
+               options: RunOptions) -> torch.Tensor:
+        flat_ids = char_ids.reshape(self.batch * self.steps, char_ids.shape[-1])
+        tokens = encode_distinct(encoder, flat_ids[self.forward_src], options.products, options.token_cache,
+                                 fused_conv=True)  # (n_packed, P)
+        position = torch.empty(self.batch * self.steps, dtype=torch.long, device=char_ids.device)
+        position[self.forward_src] = torch.arange(self.n_packed, device=char_ids.device)
+        return torch.stack([tokens, tokens[position[self.backward_src]]])
+
+    def run_level(self, pair: list[LstmWithProjection], x: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
+                  products: Products) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return run_packed_pair(pair, x, self, h, c, products), h, c
+
+    def assemble(self, levels: list[torch.Tensor]) -> torch.Tensor:
+        proj = levels[0].shape[-1]
+        layers = levels[0].new_zeros(len(levels), self.batch * self.steps, 2 * proj)
+        for k, x in enumerate(levels):
+            layers[k, self.forward_src, :proj] = x[0]
+            layers[k, self.backward_src, proj:] = x[1]
+        return layers.view(len(levels), self.batch, self.steps, 2 * proj)
+
+
+def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed: PackedRows,
+                    h: torch.Tensor, c: torch.Tensor, products: Products) -> torch.Tensor:
+    """The packed strategy's time loop: the forward and backward layer of one level together over
+    packed ``inputs (2, n_packed, in)``, with the layers' own :meth:`~LstmWithProjection.cell` and
+    :meth:`~LstmWithProjection.project`.
+
+    ``h (2, B, P)`` and ``c (2, B, H)`` (sorted row order) are updated in place and end as
+    each row's final state. Returns the packed outputs ``(2, n_packed, P)``. The matrix
+    products run per direction (on the modules' own weights: stacking them for one batched
+    product copied 290 MB per call for the original model); the gate nonlinearities run once
+    over both directions; input-to-gate products for a block of steps at a time.
+    """
+    layer = pair[0]
+    biases = [lay.gate_bias() for lay in pair]
+    input_w = [lay.input_gates.weight for lay in pair]
+    state_w = [lay.state_gates.weight for lay in pair]
+    outputs = inputs.new_empty(2, packed.n_packed, layer.projection_dim)
+    offsets, sizes = packed.offsets, packed.batch_sizes
+    h_prev = h  # the previous step's outputs; its first sizes[t] rows are the rows running at step t
+    t0 = 0
+    while t0 < len(sizes):
+        t1 = t0 + 1  # a block of steps whose input-to-gate products are computed in one product
+        while t1 < len(sizes) and offsets[t1 + 1] - offsets[t0] <= INPUT_GATE_CHUNK_ROWS:
+            t1 += 1
+        base = offsets[t0]
+        gates_block = inputs.new_empty(2, offsets[t1] - base, 4 * layer.dim)
+        for d in (0, 1):
+            products.addmm(biases[d], inputs[d, base : offsets[t1]], input_w[d], out=gates_block[d])
+        for t in range(t0, t1):
+            n, start = sizes[t], offsets[t] - base
+            gates = gates_block[:, start : start + n]  # (2, n, 4H)
+            for d in (0, 1):
+                products.addmm_(gates[d], h_prev[d, :n], state_w[d])
+            hidden, _ = layer.cell(gates, c[:, :n], inplace=True)  # both directions share dim and clips
+            h_prev = outputs[:, offsets[t] : offsets[t] + n]
+            for d in (0, 1):
+                pair[d].project(hidden[d], products, out=h_prev[d])
+        t0 = t1
+    for t, n in enumerate(sizes):  # final states: rows sizes[t + 1] .. n - 1 end at step t
+        ending = sizes[t + 1] if t + 1 < len(sizes) else 0
+        if ending < n:
+            h[:, ending:n] = outputs[:, offsets[t] + ending : offsets[t] + n]
+    return outputs

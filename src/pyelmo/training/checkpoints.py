@@ -1,0 +1,109 @@
+"""The run folder of a training run: checkpoint, run record, metrics, loss curves, model copies.
+
+Every file is written atomically; a checkpoint is read with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pyelmo.errors import PyelmoError
+from pyelmo.fileio import PathLike, atomic_writer
+
+CHECKPOINT_NAME = "checkpoint.pt"
+RUN_NAME = "run.json"
+METRICS_NAME = "metrics.jsonl"
+CURVES_NAME = "curves.png"
+
+
+class CheckpointError(PyelmoError):
+    """A checkpoint that is missing, unreadable or does not match the run."""
+
+
+# -- helpers --------------------------------------------------------------------------------
+def torch_save_atomic(obj: Any, path: Path) -> None:
+    with atomic_writer(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def load_checkpoint(path: PathLike) -> dict[str, Any]:
+    """A checkpoint written by the trainer (tensors and plain containers only: ``weights_only``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for corrupt files
+        raise CheckpointError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
+
+
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Delete ``.NAME.PID.tmp`` files (see ``atomic_path``) in ``directory`` whose writer process is gone.
+
+    A run killed (e.g. SIGKILL) while writing leaves such a file; it is never read.
+    """
+    removed = []
+    for tmp in directory.glob(".*.tmp") if directory.is_dir() else ():
+        pid = tmp.name.rsplit(".", 2)[-2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def copy_dir_atomic(src: Path, dst: Path) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file() and not f.name.startswith("."):
+            with atomic_writer(dst / f.name) as tmp:
+                shutil.copyfile(f, tmp)
+
+
+def metrics_record_step(line: str) -> float:
+    """The step of a metrics.jsonl line; infinity (dropped on resume) for a blank or cut-off line."""
+    try:
+        record = json.loads(line)
+        return float(record.get("step", 0)) if isinstance(record, dict) else math.inf
+    except ValueError:
+        return math.inf  # the last line of a run killed while appending
+
+
+def plot_metrics(metrics: Path, out: Path) -> None:
+    """Training loss and validation perplexity against steps, as a PNG (written atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(l) for l in metrics.read_text(encoding="utf-8").splitlines() if l.strip()]
+    train = [(r["step"], r["loss"]) for r in records if "loss" in r]
+    valid = [(r["step"], r["valid_ppl"]) for r in records if "valid_ppl" in r]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    if train:
+        a.plot(*zip(*train), label="train (sampled softmax)")
+    a.set_xlabel("step"), a.set_ylabel("loss (nats)"), a.set_title("training loss")
+    if valid:
+        b.plot(*zip(*valid), marker="o", color="C1", label="validation")
+        b.set_yscale("log")
+    b.set_xlabel("step"), b.set_ylabel("perplexity (full softmax)"), b.set_title("validation perplexity")
+    fig.tight_layout()
+    try:
+        with atomic_writer(out) as tmp:
+            fig.savefig(tmp, format="png", dpi=100)
+    finally:
+        plt.close(fig)
