@@ -14,8 +14,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["errors", "fileio", "paths", "characters", "tokenize", "batching"]),
     ("schemas", ["config", "vocab"]),
     ("model", ["kernels", "encoder", "lstm", "strategy", "bilm", "fast"]),
-    ("model files", ["weights", "models"]),
+    ("model files", ["weights", "hub", "interop", "models"]),
     ("uses of the model", ["embed", "embedfile", "mix", "lmtext", "lm", "predict", "senses", "demo", "corpus", "evaluation"]),
+    ("applications", ["tasks", "serve", "integrations"]),
     ("training", ["training"]),
     ("interface", ["commands", "cli", "__main__", "__init__"]),
 ]

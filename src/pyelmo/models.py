@@ -32,7 +32,7 @@ def load(model: str | os.PathLike | None = None, weight_file: str | os.PathLike 
       JSON and a bilm-tf HDF5 file (the NLPL layout): downloaded once into the cache
       (``pyelmo.hub``) and verified.
     """
-    from pyelmo import hub
+    import pyelmo.hub as hub
     from pyelmo.weights import CONFIG_NAME, from_pretrained, load_bilm_hdf5
 
     if weight_file is not None:
