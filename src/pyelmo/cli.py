@@ -11,7 +11,7 @@ import importlib
 import sys
 
 # Subcommand modules, in the order --help lists them.
-COMMANDS = ["demo", "embed", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate"]
+COMMANDS = ["demo", "embed", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate", "task"]
 
 
 def build_parser() -> argparse.ArgumentParser:
