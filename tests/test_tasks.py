@@ -259,3 +259,18 @@ def test_task_help_is_light():
     out = subprocess.run([sys.executable, "-m", "pyelmo", "task", "train", "--help"], capture_output=True,
                          text=True, check=True).stdout
     assert "--features" in out and "--max-minutes" in out and "--elmo-output" in out
+
+
+def test_layer_cache_on_disk_is_reused(tiny_model, tmp_path):
+    from pyelmo.tasks.features import LayerCache
+
+    sentences = [["a", "cat"], ["the", "big", "dog", "."]]
+    first = LayerCache(tiny_model, progress=False, cache_dir=tmp_path)
+    first.add(sentences)
+    assert len(list(tmp_path.glob("layers-*.npz"))) == 1
+
+    second = LayerCache(tiny_model, progress=False, cache_dir=tmp_path)
+    second._compute = None  # reading the disk entry must not compute anything
+    second.add(sentences)
+    for s in sentences:
+        np.testing.assert_array_equal(first[s], second[s])

@@ -65,6 +65,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--batch-size", type=int, default=32, metavar="N", help="examples per batch (default 32)")
     r.add_argument("--lr", type=float, default=1e-3, metavar="X", help="Adam learning rate (default 0.001)")
     r.add_argument("--hidden", type=int, default=128, metavar="N", help="BiLSTM size per direction (default 128)")
+    r.add_argument("--cache-dir", metavar="DIR",
+                   help="keep the biLM layers of each data file here and reuse them in later runs")
     r.add_argument("--quiet", action="store_true", help="no progress output")
     t.set_defaults(func=_train)
 
@@ -73,6 +75,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--test", required=True, metavar="FILE", help="labelled data in the model's format")
     e.add_argument("--json", action="store_true", help="last line: the metrics as one JSON object")
     add_model_arguments(e)
+    e.add_argument("--cache-dir", metavar="DIR", help="reuse / keep the biLM layers of --test here")
     e.add_argument("--quiet", action="store_true", help="no progress output")
     e.set_defaults(func=_evaluate)
 
@@ -119,7 +122,7 @@ def _train(args: argparse.Namespace) -> int:
                            max_minutes=args.max_minutes, max_epochs=args.max_epochs, patience=args.patience,
                            batch_size=args.batch_size, lr=args.lr, hidden=args.hidden, mix_l2=args.mix_l2,
                            top_only=args.top_layer, elmo_output=args.elmo_output, pretokenized=args.pretokenized,
-                           progress=not args.quiet)
+                           progress=not args.quiet, cache_dir=args.cache_dir)
     saved = train_task(args.kind, args.train, args.dev, args.out, options, _bilm_source(args), args.static_vectors)
     t = saved["training"]
     print(f"saved {args.out}: best dev {t['best_dev']:.4f} after {len(t['history'])} epoch(s) "
@@ -130,7 +133,8 @@ def _train(args: argparse.Namespace) -> int:
 def _load(args: argparse.Namespace):
     from pyelmo.tasks.train import load_task
 
-    return load_task(args.dir, _bilm_source(args), progress=not args.quiet)
+    return load_task(args.dir, _bilm_source(args), progress=not args.quiet,
+                     cache_dir=getattr(args, "cache_dir", None))
 
 
 def _evaluate(args: argparse.Namespace) -> int:

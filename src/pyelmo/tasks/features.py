@@ -8,8 +8,12 @@ same representations as running :class:`pyelmo.Elmo` end to end (tested).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -26,22 +30,57 @@ class LayerCache:
     measurably.  ``float32`` keeps the biLM's exact values.
     """
 
-    def __init__(self, bilm, dtype=np.float16, batch_size: int = 64, progress: bool = True) -> None:
+    def __init__(self, bilm, dtype=np.float16, batch_size: int = 64, progress: bool = True,
+                 cache_dir: str | os.PathLike | None = None, fingerprint: str | None = None) -> None:
         self.bilm = bilm
         self.dtype = dtype
         self.batch_size = batch_size
         self.progress = progress
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.fingerprint = fingerprint
         self.layers: dict[tuple[str, ...], np.ndarray] = {}
 
     def add(self, sentences: Sequence[Sequence[str]], desc: str = "biLM layers") -> None:
-        """Compute the layers of the sentences not yet cached."""
+        """Compute the layers of the sentences not yet cached (with ``cache_dir``: read them from
+        ``cache_dir/layers-<hash>.npz`` when an earlier run stored the same sentences, else store them there)."""
+        todo = list(dict.fromkeys(tuple(s) for s in sentences if tuple(s) not in self.layers))
+        if not todo:
+            return
+        disk = self._disk_path(todo) if self.cache_dir is not None else None
+        if disk is not None and disk.is_file():
+            try:
+                with np.load(disk, allow_pickle=False) as f:
+                    flat, lengths = f["layers"], f["lengths"]
+                if len(lengths) == len(todo) and lengths.tolist() == [len(s) for s in todo]:
+                    offsets = np.concatenate([[0], np.cumsum(lengths)])
+                    for i, sent in enumerate(todo):
+                        self.layers[sent] = flat[:, offsets[i]:offsets[i + 1]]
+                    return
+            except (OSError, ValueError, KeyError):
+                pass  # unreadable: recompute and overwrite
+        self._compute(todo, desc)
+        if disk is not None:
+            from pyelmo.fileio import atomic_writer
+
+            disk.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_writer(disk) as tmp, open(tmp, "wb") as fh:
+                np.savez(fh, layers=np.concatenate([self.layers[s] for s in todo], axis=1),
+                         lengths=np.array([len(s) for s in todo]))
+
+    def _disk_path(self, todo: list[tuple[str, ...]]) -> Path:
+        if self.fingerprint is None:
+            from pyelmo.evaluation.common import model_fingerprint
+
+            self.fingerprint = model_fingerprint(self.bilm)
+        h = hashlib.sha1(f"{self.fingerprint}:{np.dtype(self.dtype).name}".encode())
+        h.update(json.dumps(todo, ensure_ascii=False).encode("utf-8"))
+        return self.cache_dir / f"layers-{h.hexdigest()[:24]}.npz"  # type: ignore[operator]
+
+    def _compute(self, todo: list[tuple[str, ...]], desc: str) -> None:
         from tqdm import tqdm
 
         from pyelmo.embed import ElmoEmbedder
 
-        todo = list(dict.fromkeys(tuple(s) for s in sentences if tuple(s) not in self.layers))
-        if not todo:
-            return
         embedder = ElmoEmbedder(self.bilm, batch_size=self.batch_size)
         with tqdm(total=len(todo), desc=desc, unit="sent", disable=not self.progress, file=sys.stderr) as bar:
             for sent, emb in zip(todo, embedder.embed_sentences([list(s) for s in todo])):

@@ -60,6 +60,7 @@ class TrainOptions:
     elmo_output: bool = False
     pretokenized: bool = False
     progress: bool = True
+    cache_dir: str | None = None  # biLM layers kept on disk across runs (None: in memory only)
 
     def check(self) -> None:
         if self.features not in FEATURES:
@@ -222,14 +223,17 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     options.check()
     out = Path(out_dir)
     _check_out_dir(out)
-    train = _subsample(read_examples(kind, train_file, options.pretokenized), options.train_fraction)
+    full_train = read_examples(kind, train_file, options.pretokenized)
+    train = _subsample(full_train, options.train_fraction)
     dev = read_examples(kind, dev_file, options.pretokenized)
     labels = label_set(kind, train)
     warn_unseen_labels(kind, dev, labels, dev_file)
 
     static = load_static(static_source) if options.uses_static else None
     bilm_model = bilm.load() if options.uses_elmo else None
-    cache = LayerCache(bilm_model, progress=options.progress) if bilm_model is not None else None
+    fingerprint = bilm_fingerprint(bilm_model) if bilm_model is not None else None
+    cache = (LayerCache(bilm_model, progress=options.progress, cache_dir=options.cache_dir, fingerprint=fingerprint)
+             if bilm_model is not None else None)
     config = ModelConfig(
         kind=kind, n_labels=len(labels),
         static_dim=static.dim if static else 0, static_size=len(static.words) if static else 0,
@@ -241,17 +245,18 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     model = TaskModel(config, torch.from_numpy(static.vectors) if static else None)
     runner = TaskRunner(kind, model, labels, static, cache)
     if cache is not None:
-        cache.add([e.tokens for e in train], desc="biLM layers (train)")
+        # with a disk cache, the whole file's layers: one entry serves every --train-fraction
+        cache.add([e.tokens for e in (full_train if options.cache_dir else train)], desc="biLM layers (train)")
         cache.add([e.tokens for e in dev], desc="biLM layers (dev)")
 
     history, best, best_state, stop = _fit(runner, train, dev, options, started)
     saved = {
         "format": FORMAT, "kind": kind, "features": options.features, "labels": labels,
         "model": config.to_dict(),
-        "bilm": ({**asdict(bilm.absolute()), "fingerprint": bilm_fingerprint(bilm_model)} if bilm_model else None),
+        "bilm": ({**asdict(bilm.absolute()), "fingerprint": fingerprint} if bilm_model else None),
         "static": ({"source": static.source, "fingerprint": static.fingerprint(), "words": len(static.words)}
                    if static else None),
-        "options": {k: v for k, v in asdict(options).items() if k != "progress"},
+        "options": {k: v for k, v in asdict(options).items() if k not in ("progress", "cache_dir")},
         "training": {"train_examples": len(train), "dev_examples": len(dev), "best_dev": best,
                      "stopped": stop, "seconds": round(time.monotonic() - started, 1), "history": history},
     }
@@ -331,7 +336,8 @@ def _write_model_dir(out: Path, saved: dict, model: TaskModel, static: StaticVec
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, progress: bool = True) -> TaskRunner:
+def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, progress: bool = True,
+              cache_dir: str | os.PathLike | None = None) -> TaskRunner:
     """A trained task model from ``directory``; ``bilm`` overrides the biLM it names (it must be the same)."""
     from safetensors.torch import load_file
 
@@ -362,7 +368,7 @@ def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, prog
         if found != saved["bilm"]["fingerprint"]:
             raise InputError(f"{d} was trained with a different biLM ({recorded.describe()}, fingerprint "
                              f"{saved['bilm']['fingerprint'][:12]}); {source.describe()} has fingerprint {found[:12]}")
-        cache = LayerCache(bilm_model, progress=progress)
+        cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found)
     model = TaskModel(config, torch.from_numpy(static.vectors) if static else None)
     try:
         model.load_state_dict(load_file(str(d / WEIGHTS_NAME)))
