@@ -46,7 +46,7 @@ GRIDS = {
     "table3": ["elmo-output"],
 }
 #: Settings shared by every run (small task models; see docs/TASKS.md).
-COMMON = ["--hidden", "128", "--max-epochs", "10", "--patience", "2", "--max-minutes", "6", "--quiet"]
+COMMON = ["--hidden", "128", "--max-epochs", "8", "--patience", "2", "--max-minutes", "3", "--quiet"]
 
 
 def _load(path: Path) -> dict:
@@ -64,11 +64,12 @@ def run(args: argparse.Namespace) -> None:
     results = _load(results_path)
     pyelmo = [sys.executable, "-m", "pyelmo"]
     variants = [v for g in args.grid.split(",") for v in GRIDS[g]]
-    for task in args.tasks.split(","):
-        kind, ext = TASKS[task]
-        data = Path(args.data) / task
-        for variant in variants:
-            for seed in [int(s) for s in args.seeds.split(",")]:
+    # seeds outermost: a grid stopped early still covers every task and variant
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for task in args.tasks.split(","):
+            kind, ext = TASKS[task]
+            data = Path(args.data) / task
+            for variant in variants:
                 run_id = f"{task}/{variant}/s{seed}"
                 if run_id in results:
                     continue

