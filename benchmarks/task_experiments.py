@@ -123,29 +123,51 @@ def _metric(task: str, metrics: dict) -> float:
     return metrics["span_f1"] if task == "ner" else metrics["accuracy"]
 
 
+TABLES = {
+    "Table 1: static baseline vs static + ELMo": ["static", "static+elmo"],
+    "Sample efficiency (section 5.4): 1% / 10% / 100% of the training data": [
+        "static@1%", "static+elmo@1%", "static@10%", "static+elmo@10%", "static", "static+elmo"],
+    "Table 2: which layers (static + ELMo)": ["top-layer", "lambda=1", "static+elmo"],
+    "Table 3: where ELMo enters the task model (static + ELMo)": ["static+elmo", "elmo-output"],
+}
+NAMES = {"bbc": "BBC topics (acc.)", "tweets": "tweet sentiment (acc.)", "pos": "Brown POS (acc.)",
+         "ner": "NER, agreement with spaCy (span F1)"}
+HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lambda=1": "all layers, λ = 1",
+           "top-layer": "top layer only", "elmo-output": "input and output"}
+
+
+def _cell(results: dict, task: str, variant: str) -> str:
+    vals = [100 * _metric(task, r["test"]) for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
+    if not vals:
+        return "not run"
+    if len(vals) == 1:
+        return f"{vals[0]:.1f} (1 seed)"
+    return f"{statistics.mean(vals):.1f} ± {statistics.stdev(vals):.1f} ({len(vals)})"
+
+
 def report(args: argparse.Namespace) -> None:
+    """Markdown tables: test score x 100, mean ± standard deviation over seeds (number of seeds)."""
     results = _load(Path(args.results))
-    names = {"bbc": "BBC topic acc.", "tweets": "tweet sentiment acc.", "pos": "Brown POS acc.",
-             "ner": "NER (agreement with spaCy) span F1"}
-    variants = list(VARIANTS)
-    print("| task | " + " | ".join(variants) + " |")
-    print("|---|" + "---|" * len(variants))
+    for title, variants in TABLES.items():
+        own = [v for v in variants if v not in GRIDS["table1"]] or variants
+        if not any(k.split("/")[1] in own for k in results):
+            continue
+        print(f"### {title}\n")
+        print("| task | " + " | ".join(HEADERS.get(v, v) for v in variants) + " |")
+        print("|---|" + "---|" * len(variants))
+        for task in TASKS:
+            print(f"| {NAMES[task]} | " + " | ".join(_cell(results, task, v) for v in variants) + " |")
+        print()
+    print("| task | run | train + evaluate, wall s (min-max) | epochs | stopped by |")
+    print("|---|---|---|---|---|")
     for task in TASKS:
-        cells = []
-        for v in variants:
-            vals = [100 * _metric(task, r["test"]) for k, r in results.items() if k.startswith(f"{task}/{v}/")]
-            if not vals:
-                cells.append("-")
-            elif len(vals) == 1:
-                cells.append(f"{vals[0]:.1f} (1 seed)")
-            else:
-                cells.append(f"{statistics.mean(vals):.1f} ± {statistics.stdev(vals):.1f} ({len(vals)})")
-        print(f"| {names[task]} | " + " | ".join(cells) + " |")
-    print()
-    for task in TASKS:
-        secs = [r["wall_seconds"] for k, r in results.items() if k.startswith(f"{task}/static+elmo/")]
-        if secs:
-            print(f"{task}: full static+elmo run (train + evaluate) {min(secs):.0f}-{max(secs):.0f} s")
+        for variant in ("static", "static+elmo"):
+            rs = [r for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
+            if rs:
+                secs = [r["wall_seconds"] for r in rs]
+                stops = sorted({r["stopped"] for r in rs})
+                print(f"| {task} | {variant} | {min(secs):.0f}-{max(secs):.0f} | "
+                      f"{'/'.join(str(r['epochs']) for r in rs)} | {', '.join(stops)} |")
 
 
 def figure2(args: argparse.Namespace) -> None:
