@@ -323,6 +323,6 @@ def test_shipped_static_vectors_work_offline():
 
     vectors = load_static()
     assert len(vectors.words) == 20_000 and vectors.dim == 200 and vectors.source == "shipped"
-    assert vectors.lookup("the") is not None and vectors.lookup("The") == vectors.lookup("the")
+    assert vectors.lookup("the") is not None and vectors.lookup("tHe") == vectors.lookup("the")  # lower-case fallback
     assert np.isfinite(vectors.vectors).all()
     assert sum(f.stat().st_size for f in shipped_dir().iterdir()) < 60 * 2**20  # the shipped folder stays small
