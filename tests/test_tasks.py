@@ -326,3 +326,15 @@ def test_shipped_static_vectors_work_offline():
     assert vectors.lookup("the") is not None and vectors.lookup("tHe") == vectors.lookup("the")  # lower-case fallback
     assert np.isfinite(vectors.vectors).all()
     assert sum(f.stat().st_size for f in shipped_dir().iterdir()) < 60 * 2**20  # the shipped folder stays small
+
+
+def test_experiment_switches_shape_the_model(data):
+    """--top-layer, --elmo-output, --mix-l2 and --train-fraction reach the saved model."""
+    out = _train(data, "classify", features="static+elmo", max_epochs=1, top_only=True, elmo_output=True,
+                 mix_l2=1.0, train_fraction=0.5)
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["model"]["top_only"] and saved["model"]["elmo_output"] and saved["options"]["mix_l2"] == 1.0
+    assert saved["training"]["train_examples"] == 30
+    runner = load_task(out, progress=False)
+    assert len(runner.model.mixes) == 2 and all(m.mixture_size == 1 for m in runner.model.mixes)
+    assert float(runner.model.mix_penalty(1.0)) >= 0
