@@ -1,0 +1,222 @@
+"""The ELMo-in-task-models experiments of docs/TASKS.md: runs a grid of ``pyelmo task`` trainings.
+
+Every run is ``pyelmo task train`` then ``pyelmo task evaluate --json`` on the task's test
+file; the results go to a JSON file (``--results``) after each run, so a stopped grid is
+resumed by running the same command again (finished runs are skipped).
+
+    python benchmarks/task_experiments.py prepare        # the biLM layers of every task file, once
+    python benchmarks/task_experiments.py run --grid table1 --data work-data/tasks
+    python benchmarks/task_experiments.py report          # markdown tables, mean +- std over seeds
+    python benchmarks/task_experiments.py figure2 --out docs/task-layer-weights.png
+
+Grids (variants; every variant is run for each task and seed):
+  table1      static | static+elmo                      (paper Table 1)
+  efficiency  static, static+elmo at 1% and 10% of train (paper section 5.4; 100% is table1)
+  table2      top layer only | all layers lambda = 1     (lambda = 0.001 is table1's static+elmo)
+  table3      ELMo at input and output (--elmo-output)   (input only is table1's static+elmo)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TASKS = {"bbc": ("classify", "tsv"), "tweets": ("classify", "tsv"), "pos": ("tag", "conll"), "ner": ("tag", "conll")}
+VARIANTS = {
+    "static": ["--features", "static"],
+    "static+elmo": ["--features", "static+elmo"],
+    "static@1%": ["--features", "static", "--train-fraction", "0.01"],
+    "static+elmo@1%": ["--features", "static+elmo", "--train-fraction", "0.01"],
+    "static@10%": ["--features", "static", "--train-fraction", "0.1"],
+    "static+elmo@10%": ["--features", "static+elmo", "--train-fraction", "0.1"],
+    "top-layer": ["--features", "static+elmo", "--top-layer"],
+    "lambda=1": ["--features", "static+elmo", "--mix-l2", "1"],
+    "elmo-output": ["--features", "static+elmo", "--elmo-output"],
+}
+GRIDS = {
+    "table1": ["static", "static+elmo"],
+    "efficiency": ["static@1%", "static+elmo@1%", "static@10%", "static+elmo@10%"],
+    "table2": ["top-layer", "lambda=1"],
+    "table3": ["elmo-output"],
+}
+#: Settings shared by every run (small task models; see docs/TASKS.md).
+COMMON = ["--hidden", "128", "--max-epochs", "8", "--patience", "2", "--max-minutes", "3", "--quiet"]
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _save(path: Path, results: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def run(args: argparse.Namespace) -> None:
+    results_path = Path(args.results)
+    results = _load(results_path)
+    pyelmo = [sys.executable, "-m", "pyelmo"]
+    variants = [v for g in args.grid.split(",") for v in GRIDS[g]]
+    # seeds outermost: a grid stopped early still covers every task and variant
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for task in args.tasks.split(","):
+            kind, ext = TASKS[task]
+            data = Path(args.data) / task
+            for variant in variants:
+                run_id = f"{task}/{variant}/s{seed}"
+                if run_id in results:
+                    continue
+                out = Path(args.runs) / task / f"{variant.replace('%', 'pct')}-s{seed}"
+                if out.exists():
+                    subprocess.run(["rm", "-rf", str(out)], check=True)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                train = [*pyelmo, "task", "train", kind, "--train", str(data / f"train.{ext}"),
+                         "--dev", str(data / f"dev.{ext}"), "--out", str(out), "--seed", str(seed),
+                         "--cache-dir", args.cache_dir, *VARIANTS[variant], *COMMON]
+                started = time.time()
+                print(f"[{time.strftime('%H:%M:%S')}] {run_id}", flush=True)
+                subprocess.run(train, check=True)
+                evaluate = [*pyelmo, "task", "evaluate", str(out), "--test", str(data / f"test.{ext}"),
+                            "--json", "--quiet", "--cache-dir", args.cache_dir]
+                proc = subprocess.run(evaluate, check=True, capture_output=True, text=True)
+                metrics = json.loads(proc.stdout.strip().splitlines()[-1])
+                saved = json.loads((out / "config.json").read_text())
+                results[run_id] = {"test": metrics, "command": " ".join(train[2:]),
+                                   "best_dev": saved["training"]["best_dev"],
+                                   "epochs": len(saved["training"]["history"]),
+                                   "stopped": saved["training"]["stopped"],
+                                   "train_seconds": saved["training"]["seconds"],
+                                   "wall_seconds": round(time.time() - started, 1)}
+                _save(results_path, results)
+                print(f"    {metrics}  ({results[run_id]['wall_seconds']} s)", flush=True)
+
+
+def prepare(args: argparse.Namespace) -> None:
+    """Compute the shipped biLM's layers of every task file into --cache-dir, in the order the runs read them."""
+    from pyelmo.models import load
+    from pyelmo.tasks.data import read_examples
+    from pyelmo.tasks.features import LayerCache
+    from pyelmo.tasks.train import bilm_fingerprint
+
+    bilm = load().eval()
+    fingerprint = bilm_fingerprint(bilm)
+    for task in args.tasks.split(","):
+        kind, ext = TASKS[task]
+        train_cache = LayerCache(bilm, cache_dir=args.cache_dir, fingerprint=fingerprint)
+        for split in ("train", "dev", "test"):
+            examples = read_examples(kind, Path(args.data) / task / f"{split}.{ext}")
+            cache = train_cache if split != "test" else LayerCache(bilm, cache_dir=args.cache_dir,
+                                                                   fingerprint=fingerprint)
+            started = time.time()
+            cache.add([e.tokens for e in examples], desc=f"{task} {split}")
+            print(f"{task} {split}: {sum(len(e.tokens) for e in examples)} tokens, {time.time() - started:.0f} s")
+
+
+def _metric(task: str, metrics: dict) -> float:
+    return metrics["span_f1"] if task == "ner" else metrics["accuracy"]
+
+
+TABLES = {
+    "Table 1: static baseline vs static + ELMo": ["static", "static+elmo"],
+    "Sample efficiency (section 5.4): 1% / 10% / 100% of the training data": [
+        "static@1%", "static+elmo@1%", "static@10%", "static+elmo@10%", "static", "static+elmo"],
+    "Table 2: which layers (static + ELMo)": ["top-layer", "lambda=1", "static+elmo"],
+    "Table 3: where ELMo enters the task model (static + ELMo)": ["static+elmo", "elmo-output"],
+}
+NAMES = {"bbc": "BBC topics (acc.)", "tweets": "tweet sentiment (acc.)", "pos": "Brown POS (acc.)",
+         "ner": "NER, agreement with spaCy (span F1)"}
+HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lambda=1": "all layers, λ = 1",
+           "top-layer": "top layer only", "elmo-output": "input and output"}
+
+
+def _cell(results: dict, task: str, variant: str) -> str:
+    vals = [100 * _metric(task, r["test"]) for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
+    if not vals:
+        return "not run"
+    if len(vals) == 1:
+        return f"{vals[0]:.1f} (1 seed)"
+    return f"{statistics.mean(vals):.1f} ± {statistics.stdev(vals):.1f} ({len(vals)})"
+
+
+def report(args: argparse.Namespace) -> None:
+    """Markdown tables: test score x 100, mean ± standard deviation over seeds (number of seeds)."""
+    results = _load(Path(args.results))
+    for title, variants in TABLES.items():
+        own = [v for v in variants if v not in GRIDS["table1"]] or variants
+        if not any(k.split("/")[1] in own for k in results):
+            continue
+        print(f"### {title}\n")
+        print("| task | " + " | ".join(HEADERS.get(v, v) for v in variants) + " |")
+        print("|---|" + "---|" * len(variants))
+        for task in TASKS:
+            print(f"| {NAMES[task]} | " + " | ".join(_cell(results, task, v) for v in variants) + " |")
+        print()
+    print("| task | run | train + evaluate, wall s (min-max) | epochs | stopped by |")
+    print("|---|---|---|---|---|")
+    for task in TASKS:
+        for variant in ("static", "static+elmo"):
+            rs = [r for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
+            if rs:
+                secs = [r["wall_seconds"] for r in rs]
+                stops = sorted({r["stopped"] for r in rs})
+                print(f"| {task} | {variant} | {min(secs):.0f}-{max(secs):.0f} | "
+                      f"{'/'.join(str(r['epochs']) for r in rs)} | {', '.join(stops)} |")
+
+
+def figure2(args: argparse.Namespace) -> None:
+    """The learned softmax weights of the input mix (static+elmo models, mean over seeds) per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    weights = {}
+    for task in TASKS:
+        rows = []
+        for model in sorted((Path(args.runs) / task).glob("static+elmo-s*")):
+            w = load_file(str(model / "model.safetensors"))["mixes.0.scalar_parameters"]
+            rows.append(np.exp(w) / np.exp(w).sum())
+        if rows:
+            weights[task] = np.mean(rows, axis=0)
+    if not weights:
+        sys.exit("no static+elmo models under " + args.runs)
+    fig, ax = plt.subplots(figsize=(6, 3))
+    width = 0.8 / len(weights)
+    for i, (task, w) in enumerate(weights.items()):
+        ax.bar(np.arange(len(w)) + i * width, w, width, label=task)
+    ax.axhline(1 / len(next(iter(weights.values()))), color="grey", lw=0.8, ls="--")
+    ax.set_xticks(np.arange(len(w)) + 0.4 - width / 2, [f"layer {j}" for j in range(len(w))])
+    ax.set_ylabel("softmax weight")
+    ax.set_title("Learned ELMo layer weights (input mix, mean over seeds)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print(json.dumps({t: [round(float(x), 3) for x in w] for t, w in weights.items()}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["prepare", "run", "report", "figure2"])
+    parser.add_argument("--grid", default="table1", help="comma-separated grids: " + ", ".join(GRIDS))
+    parser.add_argument("--tasks", default="bbc,tweets,pos,ner")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--data", default="work-data/tasks", help="output of pyelmo task data build")
+    parser.add_argument("--runs", default="runs/tasks", help="where the trained models go")
+    parser.add_argument("--cache-dir", default="work-data/layer-cache", help="biLM layers shared by the runs")
+    parser.add_argument("--results", default="benchmarks/task_results.json")
+    parser.add_argument("--out", default="docs/task-layer-weights.png")
+    args = parser.parse_args()
+    {"prepare": prepare, "run": run, "report": report, "figure2": figure2}[args.action](args)
+
+
+if __name__ == "__main__":
+    main()

