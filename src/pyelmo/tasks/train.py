@@ -19,18 +19,17 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from pyelmo.errors import InputError
 from pyelmo.tasks import FEATURES, KINDS
 from pyelmo.tasks.data import Example, label_set, read_examples
 from pyelmo.tasks.features import LayerCache, make_batch
-from pyelmo.tasks.metrics import classify_metrics, is_span_scheme, tag_metrics
+from pyelmo.tasks.metrics import classify_metrics, tag_metrics
 from pyelmo.tasks.model import ModelConfig, TaskModel
 from pyelmo.tasks.static import StaticVectors, load_static
 
