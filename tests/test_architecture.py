@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "pyelmo"
 
 #: Lowest first. A module may import modules of its own layer or of a lower one, never higher.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("foundation", ["errors", "fileio", "paths", "characters", "tokenize", "batching"]),
+    ("foundation", ["errors", "fileio", "textfile", "paths", "characters", "tokenize", "batching"]),
     ("schemas", ["config", "vocab"]),
     ("model", ["kernels", "encoder", "lstm", "strategy", "bilm", "fast"]),
     ("model files", ["weights", "hub", "interop", "models"]),

@@ -24,6 +24,7 @@ from pyelmo.batching import chunks
 from pyelmo.bilm import BiLM
 from pyelmo.errors import InputError, PyelmoError
 from pyelmo.fileio import atomic_writer, write_text_atomic
+from pyelmo.textfile import text_lines
 from pyelmo.weights import model_fingerprint
 
 OUTPUT_FORMATS = ("all", "top", "average")
@@ -398,43 +399,16 @@ def merge_shards(shards: Sequence[str | os.PathLike], output_file: str | os.Path
 
 
 def read_sentences(source: str | os.PathLike | BinaryIO, skip_blank_lines: bool = False) -> Iterator[tuple[int, str]]:
-    """Yield ``(line index, stripped text)`` from a UTF-8 file of one sentence per line (``-`` = stdin).
+    """Yield ``(line index from 0, stripped text)`` of a file of one sentence per line (``-`` = stdin).
 
-    A UTF-8 BOM and CRLF endings are accepted. Invalid UTF-8 and (unless
-    ``skip_blank_lines``) blank lines raise ``InputError`` naming the line number.
+    Read by :func:`pyelmo.textfile.text_lines` (UTF-8, BOM and CRLF accepted). Invalid
+    UTF-8 and (unless ``skip_blank_lines``) blank lines raise ``InputError`` naming the line.
     """
-    if isinstance(source, (str, os.PathLike)) and str(source) == "-":
-        yield from _read_lines(sys.stdin.buffer, "<stdin>", skip_blank_lines)
-        return
-    if not isinstance(source, (str, os.PathLike)):
-        yield from _read_lines(source, "<input>", skip_blank_lines)
-        return
-    path = Path(source)
-    if not path.exists():
-        raise InputError(f"input file not found: {path}")
-    if path.is_dir():
-        raise InputError(f"input is a directory, expected a text file: {path}")
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    with handle:
-        yield from _read_lines(handle, str(path), skip_blank_lines)
-
-
-def _read_lines(handle: BinaryIO, name: str, skip_blank: bool) -> Iterator[tuple[int, str]]:
-    for index, raw in enumerate(handle):
-        if index == 0 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{name}: line {index + 1}: invalid UTF-8 at byte {exc.start}") from None
-        text = text.strip()
-        if not text and not skip_blank:
-            raise InputError(f"{name}: line {index + 1} is blank; every line must hold a sentence "
-                             "(use --skip-blank-lines to keep it as an empty entry)")
-        yield index, text
+    lines = text_lines(source, blank="keep" if skip_blank_lines else "error", what="input file",
+                       blank_hint="; every line must hold a sentence "
+                                  "(use --skip-blank-lines to keep it as an empty entry)")
+    for number, text in lines:
+        yield number - 1, text
 
 
 def check_output_path(output_file: str | os.PathLike, overwrite: bool) -> Path:
