@@ -14,7 +14,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["errors", "fileio", "textfile", "paths", "characters", "tokenize", "batching"]),
     ("schemas", ["config", "vocab"]),
     ("model", ["kernels", "encoder", "lstm", "strategy", "bilm", "fast"]),
-    ("model files", ["weights", "hub", "interop", "models"]),
+    ("model files", ["weights", "downloads", "modelfiles", "hub", "interop", "models"]),
     ("uses of the model", ["embed", "embedfile", "mix", "lmtext", "lm", "predict", "senses", "demo", "corpus", "evaluation"]),
     ("applications", ["tasks", "serve", "integrations"]),
     ("training", ["training"]),
