@@ -15,7 +15,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("schemas", ["config", "vocab"]),
     ("model", ["kernels", "encoder", "lstm", "strategy", "bilm", "fast"]),
     ("model files", ["weights", "downloads", "modelfiles", "hub", "interop", "models"]),
-    ("uses of the model", ["embed", "embedfile", "mix", "lmtext", "lm", "predict", "senses", "demo", "corpus", "evaluation"]),
+    ("uses of the model", ["embed", "embedfile", "sentenceindex", "mix", "lmtext", "lm", "predict", "senses", "demo", "corpus", "evaluation"]),
     ("applications", ["tasks", "serve", "integrations"]),
     ("training", ["training"]),
     ("interface", ["commands", "cli", "__main__", "__init__"]),
@@ -100,3 +100,14 @@ def test_the_command_line_builds_without_torch_and_takes_debug_after_the_command
             "print(a.debug, b.debug, c.debug, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True", "False", "False"]
+
+
+#: Modules still over the limit, each being split by the work that owns it (issue 16).
+OVER_THE_LIMIT = {"tasks.train", "training.trainer"}
+
+
+def test_no_module_is_over_about_350_lines():
+    """Split by job: a module over ~350 lines holds more than one job (docs/ARCHITECTURE.md)."""
+    long = {_module_name(p): n for p in MODULES
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 360}
+    assert set(long) <= OVER_THE_LIMIT, long
