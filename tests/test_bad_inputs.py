@@ -20,17 +20,11 @@ import pytest
 from pyelmo.cli import main
 from pyelmo.errors import InputError, WeightFileError
 from pyelmo.weights import from_pretrained, load_bilm_hdf5, load_options, save_pretrained
+from tinyconfig import tiny_train_config
 
 REF = Path(__file__).parent / "fixtures" / "reference" / "allennlp"
 OPTIONS, WEIGHTS = REF / "options.json", REF / "lm_weights.hdf5"
-TINY_TRAIN = {
-    "char_cnn": {"filters": [[1, 8], [2, 8]], "n_highway": 1, "embedding_dim": 8},
-    "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 1},
-    "vocab": {"max_size": 100},
-    "data": {"batch_tokens": 200, "max_length": 12},
-    "softmax": {"negatives": 8},
-    "train": {"max_steps": 2, "eval_every": 0, "checkpoint_every": 1, "log_every": 1, "threads": 1},
-}
+TINY_TRAIN = tiny_train_config()
 SENTENCES = "the cat sees the dog .\nthe big dog likes the old cat .\na bird finds a fish .\n" * 10
 
 
@@ -316,6 +310,7 @@ ERROR_CASES = [
     # export
     ("export-model-missing", lambda c: ["export", "--model", str(c.inp_dir / "m"), str(c.out / "e")],
      r"model directory not found"),
+    ("export-model-without-outdir", lambda c: ["export", str(c.trained)], r"is a model directory, not an output"),
     ("export-model-given-twice", lambda c: ["export", "--model", str(c.trained), str(c.trained), str(c.out / "e")],
      r"give the model once"),
     ("export-model-without-softmax", lambda c: ["export", str(c.native), str(c.out / "e")], r"has no softmax"),

@@ -13,6 +13,7 @@ first, ``pyelmo export MODEL OUTDIR``, still works (two paths: the model, then O
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from pyelmo.commands.common import add_model_arguments, positionals_anywhere
 
@@ -36,6 +37,9 @@ def model_and_outdir(args: argparse.Namespace) -> tuple[str | None, str]:
     from pyelmo.errors import InputError
 
     if args.former_outdir is None:
+        if args.model is None and (Path(args.outdir) / "config.json").is_file():
+            raise InputError(f"{args.outdir} is a model directory, not an output folder: "
+                             f"pyelmo export --model {args.outdir} OUTDIR")
         return args.model, args.outdir
     if args.model is not None:
         raise InputError(f"give the model once: --model {args.model} OUTDIR, or the former form MODEL OUTDIR "
