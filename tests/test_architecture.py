@@ -111,3 +111,24 @@ def test_no_module_is_over_about_350_lines():
     long = {_module_name(p): n for p in MODULES
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 360}
     assert set(long) <= OVER_THE_LIMIT, long
+
+
+def test_nothing_writes_run_settings_onto_a_model_it_was_handed():
+    """Issue 16 item 2: ``ElmoEmbedder`` and ``Elmo`` keep their run options to themselves."""
+    import torch
+
+    from pyelmo import Elmo, ElmoEmbedder, batch_to_ids
+    from pyelmo.weights import load_bilm_hdf5
+
+    ref = SRC.parents[1] / "tests" / "fixtures" / "reference" / "allennlp"
+    bilm = load_bilm_hdf5(ref / "options.json", ref / "lm_weights.hdf5")
+
+    def settings(model):
+        return {name: sorted(k for k in vars(m) if k != "training") for name, m in model.named_modules()}
+
+    before, weights = settings(bilm), {k: v.clone() for k, v in bilm.state_dict().items()}
+    for stateful in (False, True):
+        ElmoEmbedder(bilm, stateful=stateful, token_cache_size=16).embed_batch([["a", "cat"], ["the", "dog", "ran"]])
+    Elmo(bilm, num_output_representations=2, dropout=0.0)(batch_to_ids([["a", "cat"]]))
+    assert settings(bilm) == before
+    assert all(torch.equal(v, weights[k]) for k, v in bilm.state_dict().items())
