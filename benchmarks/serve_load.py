@@ -19,11 +19,9 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -96,30 +94,13 @@ async def _load(url: str, concurrency: int, duration: float, warmup: float, n_to
 # ---------------------------------------------------------------------------- the driver
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start_server(batching: bool, extra: list[str]) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    command = [sys.executable, "-m", "pyelmo", "serve", "--port", str(port), "--log-level", "warning", *extra]
-    if not batching:
-        command.append("--no-batching")
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited: {proc.stderr.read().decode()}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2):
-                return proc, url
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise SystemExit("the server did not start within 300 s")
+    from pyelmo.serve.process import ServerStartError, start_server
+
+    try:
+        return start_server([*extra, *([] if batching else ["--no-batching"])], timeout=300)
+    except ServerStartError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _cpu_model() -> str:

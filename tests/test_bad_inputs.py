@@ -20,17 +20,11 @@ import pytest
 from pyelmo.cli import main
 from pyelmo.errors import InputError, WeightFileError
 from pyelmo.weights import from_pretrained, load_bilm_hdf5, load_options, save_pretrained
+from tinyconfig import tiny_train_config
 
 REF = Path(__file__).parent / "fixtures" / "reference" / "allennlp"
 OPTIONS, WEIGHTS = REF / "options.json", REF / "lm_weights.hdf5"
-TINY_TRAIN = {
-    "char_cnn": {"filters": [[1, 8], [2, 8]], "n_highway": 1, "embedding_dim": 8},
-    "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 1},
-    "vocab": {"max_size": 100},
-    "data": {"batch_tokens": 200, "max_length": 12},
-    "softmax": {"negatives": 8},
-    "train": {"max_steps": 2, "eval_every": 0, "checkpoint_every": 1, "log_every": 1, "threads": 1},
-}
+TINY_TRAIN = tiny_train_config()
 SENTENCES = "the cat sees the dog .\nthe big dog likes the old cat .\na bird finds a fish .\n" * 10
 
 
@@ -177,10 +171,10 @@ ERROR_CASES = [
     # embed: text input
     ("embed-blank-line", lambda c: embed(c, "a b\n\nc d\n"), r"line 2 is blank"),
     ("embed-whitespace-line", lambda c: embed(c, "a b\nc\n \t \u3000\n"), r"line 3 is blank"),
-    ("embed-invalid-utf8", lambda c: embed(c, b"ok line\nbad \xff\xfe line\n"), r"line 2: invalid UTF-8"),
-    ("embed-invalid-utf8-truncated-seq", lambda c: embed(c, b"a\nb\ncaf\xc3\n"), r"line 3: invalid UTF-8"),
+    ("embed-invalid-utf8", lambda c: embed(c, b"ok line\nbad \xff\xfe line\n"), r"line 2 is not UTF-8 text"),
+    ("embed-invalid-utf8-truncated-seq", lambda c: embed(c, b"a\nb\ncaf\xc3\n"), r"line 3 is not UTF-8 text"),
     ("embed-missing-input", lambda c: ["embed", str(c.inp_dir / "nope.txt"), c.o(), *REL], r"input file not found"),
-    ("embed-directory-input", lambda c: ["embed", str(c.inp_dir), c.o(), *REL], r"input is a directory"),
+    ("embed-directory-input", lambda c: ["embed", str(c.inp_dir), c.o(), *REL], r"input file is a directory"),
     ("embed-output-missing-folder", lambda c: ["embed", c.inp("i.txt", "a\n"), str(c.out / "no" / "o.h5"), *REL],
      r"output folder does not exist"),
     ("embed-output-is-directory", lambda c: ["embed", c.inp("i.txt", "a\n"), str(c.out), *REL],
@@ -293,15 +287,17 @@ ERROR_CASES = [
     ("vocab-min-count-0", lambda c: ["vocab", "build", c.inp("t.txt", "a b\n"), c.o("v.txt"), "--min-count", "0"],
      r"min count must be at least 1"),
     # perplexity
-    ("perplexity-empty-file", lambda c: ["perplexity", str(c.trained), c.inp("t.txt", "")], r"no sentences in"),
+    ("perplexity-empty-file", lambda c: ["perplexity", "--model", str(c.trained), c.inp("t.txt", "")], r"no sentences in"),
     ("perplexity-invalid-utf8", lambda c: ["perplexity", str(c.trained), c.inp("t.txt", b"the cat\n\xe2\x82\n")],
      r"line 2 is not UTF-8"),
-    ("perplexity-missing-text", lambda c: ["perplexity", str(c.trained), str(c.inp_dir / "no.txt")],
+    ("perplexity-missing-text", lambda c: ["perplexity", str(c.inp_dir / "no.txt"), "--model", str(c.trained)],
      r"data file not found"),
     ("perplexity-directory-text", lambda c: ["perplexity", str(c.trained), str(c.inp_dir)], r"is a directory"),
-    ("perplexity-model-missing", lambda c: ["perplexity", str(c.inp_dir / "m"), c.inp("t.txt", "a\n")],
+    ("perplexity-model-and-directory-text", lambda c: ["perplexity", "--model", str(c.trained), str(c.inp_dir)],
+     r"is a directory"),
+    ("perplexity-model-missing", lambda c: ["perplexity", "--model", str(c.inp_dir / "m"), c.inp("t.txt", "a\n")],
      r"model directory not found"),
-    ("perplexity-model-without-softmax", lambda c: ["perplexity", str(c.native), c.inp("t.txt", "a\n")],
+    ("perplexity-model-without-softmax", lambda c: ["perplexity", "--model", str(c.native), c.inp("t.txt", "a\n")],
      r"has no softmax"),
     ("perplexity-batch-tokens-2", lambda c: ["perplexity", str(c.trained), c.inp("t.txt", "a\n"), "--batch-tokens",
                                              "2"], r"--batch-tokens must be at least 3"),
@@ -312,9 +308,13 @@ ERROR_CASES = [
     ("perplexity-vocab-wrong-size", lambda c: ["perplexity", _vocab(c.copy_trained(), "<S>\n</S>\n<UNK>\nthe\n"),
                                                c.inp("t.txt", "a\n")], r"softmax shape .* does not match"),
     # export
-    ("export-model-missing", lambda c: ["export", str(c.inp_dir / "m"), str(c.out / "e")], r"model directory not found"),
+    ("export-model-missing", lambda c: ["export", "--model", str(c.inp_dir / "m"), str(c.out / "e")],
+     r"model directory not found"),
+    ("export-model-without-outdir", lambda c: ["export", str(c.trained)], r"is a model directory, not an output"),
+    ("export-model-given-twice", lambda c: ["export", "--model", str(c.trained), str(c.trained), str(c.out / "e")],
+     r"give the model once"),
     ("export-model-without-softmax", lambda c: ["export", str(c.native), str(c.out / "e")], r"has no softmax"),
-    ("export-output-is-file", lambda c: ["export", str(c.trained), c.inp("file", "x")], r"output path is a file"),
+    ("export-output-is-file", lambda c: ["export", c.inp("file", "x"), "--model", str(c.trained)], r"output path is a file"),
     ("export-safetensors-truncated", lambda c: ["export", _truncate_weights(c.copy_trained()), str(c.out / "e")],
      r"not a valid safetensors"),
     # predict
@@ -392,6 +392,36 @@ def test_bad_input_fails_on_one_line_and_leaves_nothing(ctx, capsys, builder, me
     assert list(ctx.out.iterdir()) == [], "partial output left behind"
     assert sorted(p.name for p in ctx.inp_dir.rglob("*")) == inputs_before, "input folder changed"
     assert not (ctx.root / "PWNED").exists(), "a pickle was unpickled"
+
+
+def test_perplexity_and_export_take_model_by_option_and_by_the_former_position(ctx, capsys):
+    """``--model`` (anywhere) and the former ``MODEL ...`` first form give the same results."""
+    import json as _json
+
+    text = ctx.inp("t.txt", "the cat sat\na dog\n")
+    results = []
+    for argv in (["perplexity", "--model", str(ctx.trained), text, "--json"],
+                 ["perplexity", text, "--json", "--model", str(ctx.trained)],
+                 ["perplexity", str(ctx.trained), text, "--json"],
+                 ["perplexity", str(ctx.trained), "--json", text]):
+        rc, out, err = run_cli(argv, capsys)
+        assert rc == 0, err
+        results.append(_json.loads(out.strip().splitlines()[-1]))
+    assert all(r == results[0] for r in results) and results[0]["predictions"] == 7
+    written = []
+    for i, argv in enumerate((["export", "--model", str(ctx.trained), "{out}"],
+                              ["export", "{out}", "--format", "bilm-hdf5", "--model", str(ctx.trained)],
+                              ["export", str(ctx.trained), "{out}"],
+                              ["export", str(ctx.trained), "--format", "bilm-hdf5", "{out}"])):
+        out_dir = ctx.root / f"export-{i}"
+        rc, _, err = run_cli([a.replace("{out}", str(out_dir)) for a in argv], capsys)
+        assert rc == 0, err
+        written.append({p.name: p.read_bytes() for p in sorted(out_dir.iterdir()) if p.suffix != ".hdf5"})
+        assert {"options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt"} <= {p.name for p in out_dir.iterdir()}
+    assert all(w == written[0] for w in written)
+    with pytest.raises(SystemExit):  # three paths: neither form
+        main(["export", str(ctx.trained), str(ctx.out / "e"), str(ctx.out / "f")])
+    assert "unrecognized arguments" in capsys.readouterr().err
 
 
 def test_case_count():
@@ -553,8 +583,10 @@ def test_vocabulary_and_sentence_readers(tmp_path):
     with pytest.raises(DataError, match="must start with"):
         Vocabulary.load(tmp_path / "nospecial.txt")
     (tmp_path / "bad.txt").write_bytes(b"<S>\n</S>\n<UNK>\n\xff\n")
-    with pytest.raises(DataError, match="cannot read vocabulary"):
+    with pytest.raises(DataError, match=r"bad.txt: line 4 is not UTF-8"):
         Vocabulary.load(tmp_path / "bad.txt")
+    with pytest.raises(DataError, match="vocabulary file not found"):
+        Vocabulary.load(tmp_path / "missing.txt")
     (tmp_path / "s.txt").write_bytes(b"a\n\xff\n")
     with pytest.raises(InputError, match="line 2"):
         list(read_sentences(tmp_path / "s.txt"))

@@ -62,7 +62,7 @@ def test_sentence_to_index_as_variable_or_streamed_fixed_length_string(allennlp_
                                                                        vlen_limit):
     """Small indexes are the layout's variable-length string; large ones are streamed into the
     file as a fixed-length string; both read back as the same JSON (repeats keep the last index)."""
-    monkeypatch.setattr("pyelmo.embedfile.SENTENCE_INDEX_VLEN_LIMIT", vlen_limit)
+    monkeypatch.setattr("pyelmo.sentenceindex.SENTENCE_INDEX_VLEN_LIMIT", vlen_limit)
     lines = LINES + ['Ünïcödé "quoted" \\ back', LINES[0], "日本語 の 文"]
     path = tmp_path / "in.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -77,7 +77,7 @@ def test_sentence_to_index_as_variable_or_streamed_fixed_length_string(allennlp_
 
 
 def test_sentence_to_index_size_limit_is_a_clear_error(allennlp_reference, text, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("pyelmo.embedfile.SENTENCE_INDEX_MAX_BYTES", 60)
+    monkeypatch.setattr("pyelmo.sentenceindex.SENTENCE_INDEX_MAX_BYTES", 60)
     out = tmp_path / "out.hdf5"
     assert main(["embed", str(text), str(out), *_args(allennlp_reference)]) == 1
     assert "--forget-sentences" in capsys.readouterr().err

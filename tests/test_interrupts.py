@@ -25,15 +25,9 @@ import torch
 from pyelmo.cli import main
 from pyelmo.training.trainer import train
 from pyelmo.weights import load_native_tensors
+from tinyconfig import tiny_train_config
 
-CONFIG = {
-    "char_cnn": {"filters": [[1, 8], [2, 8]], "n_highway": 1, "embedding_dim": 8},
-    "lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2},
-    "vocab": {"max_size": 100},
-    "data": {"batch_tokens": 120, "max_length": 12},
-    "softmax": {"negatives": 8},
-    "train": {"max_steps": 8, "eval_every": 4, "checkpoint_every": 1, "log_every": 1, "threads": 1},
-}
+CONFIG = tiny_train_config(lstm__n_layers=2, data__batch_tokens=120, train__max_steps=8, train__eval_every=4)
 TEXT = "the cat sees the dog .\nthe big dog likes the old cat .\na bird finds a fish .\nthe cow eats .\n" * 12
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
 KILLS = 5

@@ -9,7 +9,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -27,43 +26,23 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(cache: Path, *extra: str) -> tuple[subprocess.Popen, str, Path]:
-    port = _free_port()
-    log = cache / f"server-{port}.log"
-    env = dict(os.environ, PYELMO_SERVE_CACHE=str(cache))
+    from pyelmo.serve.process import ServerStartError, start_server
+
+    log = cache / f"server-{len(list(cache.glob('server-*.log')))}.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "pyelmo", "serve", "--port", str(port), "--log-level",
-                                 "warning", *extra], stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the server exited with {proc.returncode}: {log.read_text()}")
         try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, url, log
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise AssertionError(f"the server did not start: {log.read_text()}")
+            proc, url = start_server(extra, timeout=180, env=dict(os.environ, PYELMO_SERVE_CACHE=str(cache)),
+                                     stdout=out, stderr=subprocess.STDOUT)
+        except ServerStartError as exc:
+            raise AssertionError(f"{exc}: {log.read_text()}") from None
+    return proc, url, log
 
 
 def _stop(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode
+    from pyelmo.serve.process import stop_server
+
+    return stop_server(proc)
 
 
 @pytest.fixture(scope="module")

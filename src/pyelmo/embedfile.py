@@ -24,6 +24,8 @@ from pyelmo.batching import chunks
 from pyelmo.bilm import BiLM
 from pyelmo.errors import InputError, PyelmoError
 from pyelmo.fileio import atomic_writer, write_text_atomic
+from pyelmo.sentenceindex import SentenceIndexOnDisk
+from pyelmo.textfile import text_lines
 from pyelmo.weights import model_fingerprint
 
 OUTPUT_FORMATS = ("all", "top", "average")
@@ -58,7 +60,7 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
     lines = read_sentences(input_file, skip_blank_lines=skip_blank_lines)
     if shard is not None:
         lines = _shard_lines(lines, *shard)
-    sentence_to_index = None if forget_sentences else _SentenceIndexOnDisk(parts.dir / "index.tmp")
+    sentence_to_index = None if forget_sentences else SentenceIndexOnDisk(parts.dir / "index.tmp")
     sentence_keys: set[str] = set()  # only with use_sentence_keys (to keep the first of repeated sentences)
     count = 0
     bar = None  # made once the first lines are read: an unreadable input gives its error line only
@@ -249,115 +251,6 @@ class _Parts:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-#: ``sentence_to_index`` texts up to this size are stored as the layout's variable-length
-#: string; larger ones as a fixed-length byte string written straight to the file (see below).
-SENTENCE_INDEX_VLEN_LIMIT = 4 * 2**20
-#: The largest ``sentence_to_index`` text (a NumPy string of at most 2**31 - 1 bytes reads it back).
-SENTENCE_INDEX_MAX_BYTES = 2**31 - 1
-
-
-class _SentenceIndexOnDisk:
-    """``sentence_to_index`` (``{sentence: "line index"}``, the last index of a repeated sentence)
-    built and written without holding the sentences in memory.
-
-    Sentences go to a temporary file as they come, with a 16-byte record (text hash, index)
-    in memory. ``write_to`` streams that file twice (to measure, then to write) and stores
-    the same JSON text as ``json.dumps`` of the dictionary (keys in first-seen order).
-    Up to ``SENTENCE_INDEX_VLEN_LIMIT`` bytes it is the variable-length string of the
-    layout; HDF5 must be handed such a string whole, so a larger text is stored as a
-    fixed-length byte string instead, whose bytes are written into the file directly in
-    pieces. Both read back the same way: ``json.loads(f["sentence_to_index"][0])``.
-    """
-
-    def __init__(self, path: Path) -> None:
-        from array import array
-
-        self._path = path
-        self._file = path.open("w", encoding="utf-8")
-        self._hashes = array("Q")
-        self._indexes = array("q")
-        self._size = 2  # an upper bound of the JSON text's length (repeats included)
-
-    @staticmethod
-    def _hash(text: str) -> int:
-        import hashlib
-
-        return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-
-    def add(self, text: str, index: int) -> None:
-        key = json.dumps(text)
-        self._size += len(key) + len(str(index)) + 6
-        if self._size > SENTENCE_INDEX_MAX_BYTES:
-            raise InputError(f"line {index + 1}: sentence_to_index would exceed {SENTENCE_INDEX_MAX_BYTES} bytes; "
-                             "use --forget-sentences or split the input with --shard")
-        self._file.write(key)
-        self._file.write("\n")
-        self._hashes.append(self._hash(text))
-        self._indexes.append(index)
-
-    def _entries(self) -> tuple[np.ndarray, dict[int, int]]:
-        """Which records open a distinct sentence (a bool per record), and the last index of
-        each repeated sentence keyed by its first record; about 9 bytes per record at most."""
-        hashes = np.frombuffer(self._hashes, dtype=np.uint64)
-        ordered = np.sort(hashes)
-        repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
-        del ordered
-        first = np.ones(len(hashes), dtype=bool)
-        last: dict[int, int] = {}
-        if len(repeated) == 0:
-            return first, last
-        opened: dict[int, int] = {}  # hash of a repeated sentence -> its first record
-        for begin in range(0, len(hashes), 65_536):
-            chunk = hashes[begin : begin + 65_536]
-            hit = repeated[np.minimum(np.searchsorted(repeated, chunk), len(repeated) - 1)] == chunk
-            for k in (np.flatnonzero(hit) + begin).tolist():
-                key = int(hashes[k])
-                if key in opened:
-                    first[k] = False
-                else:
-                    opened[key] = k
-                last[opened[key]] = self._indexes[k]
-        return first, last
-
-    def _pieces(self, first: np.ndarray, last: dict[int, int]) -> Iterator[bytes]:
-        """The JSON text in pieces (ASCII: ``json.dumps`` escapes the rest)."""
-        yield b"{"
-        separator = ""
-        with self._path.open("r", encoding="utf-8") as records:
-            for k, line in enumerate(records):
-                if first[k]:
-                    yield f'{separator}{line[:-1]}: "{last.get(k, self._indexes[k])}"'.encode("ascii")
-                    separator = ", "
-        yield b"}"
-
-    def write_to(self, filename: Path, name: str = "sentence_to_index") -> None:
-        """Add the dataset ``name`` to the closed HDF5 file ``filename``."""
-        import h5py
-
-        self._file.close()
-        first, last = self._entries()
-        size = sum(len(piece) for piece in self._pieces(first, last))
-        if size <= SENTENCE_INDEX_VLEN_LIMIT:
-            with h5py.File(filename, "a") as out:
-                out.create_dataset(name, (1,), dtype=h5py.string_dtype())[0] = b"".join(self._pieces(first, last))
-            return
-        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-        dcpl.set_layout(h5py.h5d.CONTIGUOUS)
-        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)  # the file space exists (and has an address) now
-        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
-        with h5py.File(filename, "a") as out:
-            offset = out.create_dataset(name, (1,), dtype=np.dtype(f"S{size}"), dcpl=dcpl).id.get_offset()
-        with open(filename, "r+b") as raw:
-            raw.seek(offset)
-            for piece in self._pieces(first, last):
-                raw.write(piece)
-            raw.flush()
-            os.fsync(raw.fileno())
-
-    def close(self) -> None:
-        self._file.close()
-
-
 def merge_shards(shards: Sequence[str | os.PathLike], output_file: str | os.PathLike, overwrite: bool = False,
                  links: bool = False) -> int:
     """Join the HDF5 files of ``embed_file(..., shard=(i, n))`` runs into one file (written atomically).
@@ -398,43 +291,16 @@ def merge_shards(shards: Sequence[str | os.PathLike], output_file: str | os.Path
 
 
 def read_sentences(source: str | os.PathLike | BinaryIO, skip_blank_lines: bool = False) -> Iterator[tuple[int, str]]:
-    """Yield ``(line index, stripped text)`` from a UTF-8 file of one sentence per line (``-`` = stdin).
+    """Yield ``(line index from 0, stripped text)`` of a file of one sentence per line (``-`` = stdin).
 
-    A UTF-8 BOM and CRLF endings are accepted. Invalid UTF-8 and (unless
-    ``skip_blank_lines``) blank lines raise ``InputError`` naming the line number.
+    Read by :func:`pyelmo.textfile.text_lines` (UTF-8, BOM and CRLF accepted). Invalid
+    UTF-8 and (unless ``skip_blank_lines``) blank lines raise ``InputError`` naming the line.
     """
-    if isinstance(source, (str, os.PathLike)) and str(source) == "-":
-        yield from _read_lines(sys.stdin.buffer, "<stdin>", skip_blank_lines)
-        return
-    if not isinstance(source, (str, os.PathLike)):
-        yield from _read_lines(source, "<input>", skip_blank_lines)
-        return
-    path = Path(source)
-    if not path.exists():
-        raise InputError(f"input file not found: {path}")
-    if path.is_dir():
-        raise InputError(f"input is a directory, expected a text file: {path}")
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    with handle:
-        yield from _read_lines(handle, str(path), skip_blank_lines)
-
-
-def _read_lines(handle: BinaryIO, name: str, skip_blank: bool) -> Iterator[tuple[int, str]]:
-    for index, raw in enumerate(handle):
-        if index == 0 and raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{name}: line {index + 1}: invalid UTF-8 at byte {exc.start}") from None
-        text = text.strip()
-        if not text and not skip_blank:
-            raise InputError(f"{name}: line {index + 1} is blank; every line must hold a sentence "
-                             "(use --skip-blank-lines to keep it as an empty entry)")
-        yield index, text
+    lines = text_lines(source, blank="keep" if skip_blank_lines else "error", what="input file",
+                       blank_hint="; every line must hold a sentence "
+                                  "(use --skip-blank-lines to keep it as an empty entry)")
+    for number, text in lines:
+        yield number - 1, text
 
 
 def check_output_path(output_file: str | os.PathLike, overwrite: bool) -> Path:

@@ -1,12 +1,9 @@
-"""Released models by name, and a download cache that never hands out a bad file.
+"""Released models by name, and the model cache they are downloaded into.
 
 ``resolve("original")`` returns the local options and weight files of a released model,
-downloading them on first use. A download is streamed with a progress bar into
-``NAME.part`` (resumed with an HTTP Range request if an earlier one stopped), under a
-file lock so that two processes never write the same file, checked (size, and sha256:
-pinned, or recorded on the first download and checked against afterwards), renamed into
-place, and the model is checked structurally (every dataset the options require, with
-the right shape) before it is used. A file that fails a check is removed.
+downloading them on first use (:mod:`pyelmo.downloads`: resumable, locked, checked
+against a pinned or recorded sha256) and checking the model structurally before it is
+used (:mod:`pyelmo.modelfiles`). A file that fails a check is removed.
 
 The same works for any URL or local archive (``.zip``, ``.tar.gz``, ``.tgz``) holding an
 options JSON and a bilm-tf HDF5 file (the NLPL repository's layout: ``options.json``,
@@ -19,33 +16,22 @@ Environment: ``PYELMO_HOME`` (cache root; default ``$XDG_CACHE_HOME/pyelmo`` or
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
 import os
 import re
-import shutil
-import sys
-import tarfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from pyelmo.config import ElmoConfig, preset
+from pyelmo.downloads import DownloadError, Ledger, fetch  # noqa: F401  (DownloadError: its former home)
 from pyelmo.errors import PyelmoError, WeightFileError
-from pyelmo.fileio import PathLike, write_json_atomic
-
-
-class DownloadError(PyelmoError):
-    """A model could not be fetched (offline, network failure, or a file that failed its checks)."""
-
+from pyelmo.fileio import PathLike
+from pyelmo.modelfiles import (OPTIONS_NAME, WEIGHTS_NAME, ModelFiles, check_structure,  # noqa: F401
+                               find_model_files, unpack_archive)
 
 #: Where AllenNLP published the released ELMo models (allennlp.org/elmo and AllenNLP's code).
 ALLENNLP_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
-OPTIONS_NAME, WEIGHTS_NAME = "options.json", "weights.hdf5"
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
-CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -133,9 +119,6 @@ def models_dir(root: PathLike | None = None) -> Path:
     return (Path(root) if root is not None else cache_root()) / "models"
 
 
-def offline() -> bool:
-    return os.environ.get("PYELMO_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
 
 def is_url(text: str) -> bool:
     return bool(re.match(r"^(https?|file)://", str(text)))
@@ -151,191 +134,10 @@ def url_folder(url: str) -> str:
     return f"url-{stem}-{hashlib.sha256(url.encode()).hexdigest()[:12]}"
 
 
-# -- recorded digests (trust on first use) --------------------------------------------------
-class Ledger:
-    """``DIR/files.json``: url, size and sha256 of each file as first downloaded, plus its stat.
-
-    The stat (size, mtime) lets a later load skip re-hashing a file nobody touched; a
-    changed stat means hashing it again and comparing with the recorded digest.
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / "files.json"
-
-    def read(self) -> dict:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def get(self, name: str) -> dict | None:
-        entry = self.read().get(name)
-        return entry if isinstance(entry, dict) else None
-
-    def forget(self, name: str) -> None:
-        data = self.read()
-        if data.pop(name, None) is not None:
-            write_json_atomic(self.path, data)
-
-    def record(self, name: str, url: str, path: Path, sha256: str) -> None:
-        data = self.read()
-        st = path.stat()
-        data[name] = {"url": url, "size": st.st_size, "sha256": sha256, "mtime_ns": st.st_mtime_ns}
-        write_json_atomic(self.path, data)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-# -- downloading one file -------------------------------------------------------------------
-@contextlib.contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """Hold ``.NAME.lock`` beside ``path``; say so on stderr if another process holds it first."""
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(path.with_name(f".{path.name}.lock")))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        print(f"pyelmo: waiting for another process to finish {path}", file=sys.stderr)
-        lock.acquire()
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-def _offline_error(path: Path, url: str) -> DownloadError:
-    return DownloadError(f"{path.name} is not in the cache ({path}) and PYELMO_OFFLINE is set; "
-                         f"fetch {url} by hand to that path")
-
-
-def fetch(url: str, path: PathLike, sha256: str | None = None, size: int | None = None,
-          progress: bool = True, ledger: Ledger | None = None) -> Path:
-    """Make ``path`` hold the verified content of ``url`` and return it.
-
-    Safe to call from several processes at once (a file lock; the others wait and find
-    the file done). A transfer that stops leaves ``.NAME.part``, which the next call
-    resumes. ``sha256``/``size`` pin the expected file; without a pinned digest the
-    first download's digest is recorded in ``ledger`` and later copies must match it.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ledger = ledger or Ledger(path.parent)
-    with _lock(path):
-        if path.exists():
-            verify_cached(path, sha256=sha256, size=size, ledger=ledger)
-            if ledger.get(path.name) is None:  # put there by hand (offline): trust it from now on
-                ledger.record(path.name, url, path, sha256_file(path))
-            return path
-        if offline():
-            raise _offline_error(path, url)
-        part = path.with_name(f".{path.name}.part")
-        _download(url, part, progress)
-        try:
-            recorded = ledger.get(path.name)
-            expected = sha256 or (recorded or {}).get("sha256")  # pinned, or what the first download recorded
-            _check_size(part, size, url)
-            digest = sha256_file(part)
-            if expected and digest != expected:
-                how = "pinned" if sha256 else f"recorded at the first download in {ledger.path}"
-                raise DownloadError(f"{url}: downloaded file has sha256 {digest}, expected {expected} ({how}); "
-                                    "removed it")
-        except DownloadError:
-            part.unlink(missing_ok=True)
-            raise
-        os.replace(part, path)
-        ledger.record(path.name, url, path, digest)
-    return path
-
-
-def _check_size(path: Path, size: int | None, url: str) -> None:
-    actual = path.stat().st_size
-    if size is not None and actual != size:
-        raise DownloadError(f"{url}: downloaded {actual} bytes, expected {size}; the file was removed, try again")
-
-
-def _download(url: str, part: Path, progress: bool) -> None:
-    """Stream ``url`` into ``part``, continuing from its current length with a Range request."""
-    import urllib.error
-    import urllib.request
-
-    from tqdm import tqdm
-
-    start = part.stat().st_size if part.exists() else 0
-    request = urllib.request.Request(url, headers={"User-Agent": "pyelmo"})
-    if start:
-        request.add_header("Range", f"bytes={start}-")
-    try:
-        response = urllib.request.urlopen(request, timeout=60)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 416 and start:  # the partial file is already complete (or longer than the file)
-            part.unlink()
-            return _download(url, part, progress)
-        raise DownloadError(f"cannot download {url}: HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise DownloadError(f"cannot download {url} ({reason}); fetch it by hand, "
-                            "or set PYELMO_OFFLINE=1 to see where files go") from None
-    with response:
-        resumed = start and response.status == 206
-        if not resumed:
-            start = 0
-        length = response.headers.get("Content-Length")
-        total = start + int(length) if length is not None else None
-        written = start
-        with open(part, "ab" if resumed else "wb") as out, tqdm(
-                total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024,
-                desc=part.name[1:-5], disable=not progress, leave=False) as bar:
-            try:
-                for block in iter(lambda: response.read(CHUNK), b""):
-                    out.write(block)
-                    written += len(block)
-                    bar.update(len(block))
-            except (OSError, ValueError) as exc:  # connection reset, timeout, IncompleteRead
-                raise DownloadError(f"download of {url} stopped at {written} bytes ({exc}); "
-                                    "run again to resume") from None
-    if total is not None and written < total:
-        raise DownloadError(f"download of {url} stopped at {written} of {total} bytes; run again to resume")
-
-
-def verify_cached(path: Path, sha256: str | None = None, size: int | None = None,
-                  ledger: Ledger | None = None) -> None:
-    """Check a cached file against its pin or its recorded digest; remove it if it fails."""
-    ledger = ledger or Ledger(path.parent)
-    recorded = ledger.get(path.name)
-    st = path.stat()
-    expected = sha256 or (recorded or {}).get("sha256")
-    unchanged = recorded is not None and recorded.get("size") == st.st_size and \
-        recorded.get("mtime_ns") == st.st_mtime_ns and (sha256 is None or recorded.get("sha256") == sha256)
-    problem = None
-    if size is not None and st.st_size != size:
-        problem = f"has {st.st_size} bytes, expected {size}"
-    elif expected and not unchanged:
-        digest = sha256_file(path)
-        if digest != expected:
-            problem = f"has sha256 {digest}, expected {expected}"
-        elif recorded is not None:
-            ledger.record(path.name, recorded.get("url", ""), path, digest)  # e.g. copied: new mtime, same bytes
-    if problem:
-        path.unlink(missing_ok=True)
-        raise DownloadError(f"cached file {path} {problem} (changed since download); removed it, run again to download")
-
-
-# -- models ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ModelFiles:
-    """A model's local files, ready for ``pyelmo.weights.load_bilm_hdf5``."""
-
-    options: Path
-    weights: Path
-    vocab: Path | None = None
+def _local_archive_folder(path: Path) -> str:
+    st = path.resolve().stat()
+    key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    return f"archive-{path.name[:60]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def resolve(source: str, root: PathLike | None = None, progress: bool = True) -> ModelFiles:
@@ -386,124 +188,6 @@ def options_url_for(weights_url: str) -> str:
     if name.endswith("_weights.hdf5"):
         return f"{base}/{name[: -len('_weights.hdf5')]}_options.json"
     return f"{base}/{OPTIONS_NAME}"
-
-
-def _local_archive_folder(path: Path) -> str:
-    st = path.resolve().stat()
-    key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
-    return f"archive-{path.name[:60]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-
-
-def unpack_archive(archive: Path, directory: Path) -> ModelFiles:
-    """Unpack (once, atomically) an archive holding an options JSON and a bilm-tf HDF5 file."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(directory):
-        if not directory.is_dir():
-            tmp = directory.with_name(f".{directory.name}.{os.getpid()}.tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                _extract(archive, tmp)
-                find_model_files(tmp, archive)  # refuse an archive without a model before keeping it
-                os.replace(tmp, directory)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-        model = find_model_files(directory, archive)
-        check_structure(model, [directory])
-    return model
-
-
-def _extract(archive: Path, target: Path) -> None:
-    target.mkdir(parents=True)
-    try:
-        if archive.name.lower().endswith(".zip"):
-            with zipfile.ZipFile(archive) as zf:
-                for member in zf.namelist():
-                    dest = (target / member).resolve()
-                    if not dest.is_relative_to(target.resolve()):
-                        raise DownloadError(f"archive {archive} has an entry outside its folder: {member!r}")
-                zf.extractall(target)
-        else:
-            with tarfile.open(archive) as tf:
-                tf.extractall(target, filter="data")
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
-        raise DownloadError(f"archive {archive} cannot be unpacked ({exc})") from None
-
-
-def find_model_files(directory: Path, origin: PathLike | None = None) -> ModelFiles:
-    """The options JSON, HDF5 weights and optional vocabulary in a folder (searched recursively).
-
-    Prefers the NLPL names (``options.json``, ``model.hdf5``, ``vocab.txt``); otherwise the
-    only ``*.json`` and ``*.hdf5`` files.
-    """
-    where = origin or directory
-
-    def pick(pattern: str, preferred: str, what: str) -> Path | None:
-        found = sorted(p for p in directory.rglob(pattern) if p.is_file() and not p.name.startswith("."))
-        named = [p for p in found if p.name == preferred]
-        if named or len(found) == 1:
-            return (named or found)[0]
-        if found:
-            raise WeightFileError(f"{where}: several {what} files ({', '.join(p.name for p in found)}) "
-                                  f"and none named {preferred}")
-        return None
-
-    options = pick("*.json", OPTIONS_NAME, "options")
-    weights = pick("*.hdf5", "model.hdf5", "weight")
-    if options is None or weights is None:
-        raise WeightFileError(f"{where} holds no {'options JSON' if options is None else 'HDF5 weight file'} "
-                              "(expected options.json and model.hdf5, the NLPL layout)")
-    vocab = options.parent / "vocab.txt"
-    return ModelFiles(options, weights, vocab if vocab.is_file() else None)
-
-
-def check_structure(model: ModelFiles, remove_on_failure: list[Path]) -> None:
-    """Open the HDF5 file and check every dataset the options require (names and shapes)."""
-    import h5py
-
-    from pyelmo.bilm import BiLM
-    import torch
-
-    from pyelmo.weights import _hdf5_layout, load_options
-
-    try:
-        config = load_options(model.options)
-        with torch.device("meta"):  # shapes only: no memory, no initialisation
-            expected = {name: _file_shape(t, how) for name, t, how in _hdf5_layout(BiLM(config))}
-        try:
-            handle = h5py.File(model.weights, "r")
-        except OSError as exc:
-            raise WeightFileError(f"{model.weights} is not a readable HDF5 file ({exc})") from None
-        with handle:
-            for name, shape in expected.items():
-                try:
-                    dataset = handle.get(name)
-                except (OSError, RuntimeError, KeyError, ValueError) as exc:
-                    raise WeightFileError(f"{model.weights} is corrupt: cannot read {name!r} ({exc})") from None
-                if not isinstance(dataset, h5py.Dataset) or dataset.shape != shape:
-                    got = "missing" if not isinstance(dataset, h5py.Dataset) else f"shape {dataset.shape}"
-                    raise WeightFileError(f"{model.weights}: dataset {name!r} is {got}, the options need {shape}")
-    except WeightFileError as exc:
-        for path in remove_on_failure:
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-                Ledger(path.parent).forget(path.name)  # its digest was recorded from a bad file
-        raise WeightFileError(f"{exc}; removed the downloaded file(s), run again to download") from None
-
-
-def _file_shape(tensor, how: str) -> tuple[int, ...]:
-    """The HDF5 dataset shape of a model tensor (``pyelmo.weights._to_file_layout``, on shapes)."""
-    if how == "W0":
-        return (tensor[0].shape[1] + tensor[1].shape[1], tensor[0].shape[0])
-    shape = tuple(tensor.shape)
-    if how == "T":
-        return shape[::-1]
-    if how == "char":
-        return (shape[0] - 1, *shape[1:])
-    if how == "conv":
-        return (1, shape[2], shape[1], shape[0])
-    return shape
 
 
 def cached(name: str, root: PathLike | None = None) -> bool:

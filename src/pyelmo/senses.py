@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from pyelmo.errors import InputError
+from pyelmo.textfile import text_lines
 
 
 @dataclass(frozen=True)
@@ -25,16 +24,16 @@ class SenseExample:
 def read_sense_examples(path: str | os.PathLike) -> list[SenseExample]:
     """Read ``word<TAB>sense<TAB>tokenized sentence`` lines (``#`` starts a comment)."""
     examples = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, row in enumerate(csv.reader(handle, delimiter="\t"), start=1):
-            if not row or row[0].startswith("#"):
-                continue
-            if len(row) != 3:
-                raise InputError(f"{path}: line {number}: expected word, sense and sentence separated by tabs")
-            word, sense, sentence = row
-            tokens = tuple(sentence.split())
-            find_word(tokens, word, where=f"{path}: line {number}")
-            examples.append(SenseExample(word, sense, tokens))
+    for number, line in text_lines(path, blank="skip", what="sense examples file"):
+        if line.startswith("#"):
+            continue
+        row = line.split("\t")
+        if len(row) != 3:
+            raise InputError(f"{path}: line {number}: expected word, sense and sentence separated by tabs")
+        word, sense, sentence = row
+        tokens = tuple(sentence.split())
+        find_word(tokens, word, where=f"{path}: line {number}")
+        examples.append(SenseExample(word, sense, tokens))
     return examples
 
 

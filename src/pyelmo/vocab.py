@@ -12,6 +12,7 @@ from typing import Iterable, Iterator, Sequence
 
 from pyelmo.errors import InputError
 from pyelmo.fileio import PathLike
+from pyelmo.textfile import text_lines
 
 BOS, EOS, UNK = "<S>", "</S>", "<UNK>"
 SPECIALS = (BOS, EOS, UNK)
@@ -66,15 +67,7 @@ class Vocabulary:
         path = Path(path)
         if path.is_dir():
             path = path / VOCAB_NAME
-        try:
-            words = path.read_text(encoding="utf-8").split("\n")
-        except FileNotFoundError:
-            raise DataError(f"vocabulary file not found: {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(f"cannot read vocabulary {path}: {exc}") from None
-        if words and words[-1] == "":
-            words.pop()
-        words = [w.strip() for w in words]
+        words = [w for _, w in text_lines(path, what="vocabulary file", error=DataError)]
         if any(not w for w in words):
             raise DataError(f"vocabulary {path} has an empty line")
         return cls(words)
@@ -117,30 +110,12 @@ def text_files(path: PathLike, split: str = "train") -> list[Path]:
 def read_lines(files: Sequence[PathLike]) -> Iterator[list[str]]:
     """Whitespace-tokenized, non-empty lines of ``files`` in order (``DataError`` if unreadable).
 
-    Blank and whitespace-only lines are skipped; CRLF, CR and a UTF-8 BOM are accepted;
-    invalid UTF-8 raises ``DataError`` naming the file and line number.
+    Read by :func:`pyelmo.textfile.text_lines`: blank lines are skipped; CRLF, CR and a
+    UTF-8 BOM are accepted; invalid UTF-8 raises ``DataError`` naming the file and line.
     """
     for f in files:
-        try:
-            with open(f, "rb") as handle:
-                for number, raw in enumerate(handle, 1):
-                    try:
-                        line = raw.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise DataError(f"data file {f}: line {number} is not UTF-8 text "
-                                        f"({exc.reason} at byte {exc.start})") from None
-                    if number == 1:
-                        line = line.removeprefix("\ufeff")  # a UTF-8 byte-order mark is no part of a word
-                    for part in line.split("\r"):  # lone CR ends a line too, as in text mode
-                        tokens = part.split()
-                        if tokens:
-                            yield tokens
-        except FileNotFoundError:
-            raise DataError(f"data file not found: {f}") from None
-        except IsADirectoryError:
-            raise DataError(f"data file is a directory: {f}") from None
-        except OSError as exc:
-            raise DataError(f"cannot read data file {f}: {exc.strerror or exc}") from None
+        for _, line in text_lines(f, blank="skip", what="data file", error=DataError):
+            yield line.split()
 
 
 def count_words(files: Sequence[PathLike]) -> Counter:

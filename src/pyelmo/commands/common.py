@@ -21,6 +21,37 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
     group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
 
+class _PositionalsAnywhere(argparse.ArgumentParser):
+    """argparse's intermixed parsing for one command: its positionals may stand before, between
+    or after its options (``export MODEL --format X OUT`` as well as ``export OUT --model MODEL``)."""
+
+    _inner = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self._inner:  # parse_known_intermixed_args calls back into parse_known_args
+            return super().parse_known_args(args, namespace)
+        self._inner = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inner = False
+
+
+def positionals_anywhere(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Let ``parser`` (a command's parser) take its positionals anywhere among its options."""
+    parser.__class__ = _PositionalsAnywhere
+    return parser
+
+
+def native_model_dir(model: str | None):
+    """The native model directory ``--model`` names, or the shipped model's."""
+    from pathlib import Path
+
+    from pyelmo.models import default_model_dir
+
+    return Path(model) if model else default_model_dir()
+
+
 def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:
     """(model, weight_file) arguments for ``pyelmo.models.load`` from parsed flags."""
     options_file, weight_file = getattr(args, "options_file", None), getattr(args, "weight_file", None)

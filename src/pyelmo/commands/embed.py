@@ -17,6 +17,11 @@ output appears only when complete; after an interruption, --resume continues whe
 run stopped. Without --model or --options-file/--weight-file the shipped English model is used."""
 
 
+BF16_HELP = ("reduced precision: matrix products in bfloat16 (states and sums stay float32); 1.0-2.2x the exact "
+             "mode's speed on CPUs with bfloat16 instructions; vectors differ from the exact ones by about 0.5%% of "
+             "their largest value (see benchmarks/RESULTS.md); on a CPU without bfloat16 instructions (e.g. AVX2 "
+             "only) it warns and computes exact float32")
+
 TOKENIZE_HELP = ("the lines are raw text: tokenize them (Moses-style, as `pyelmo similarity`) instead of splitting "
                  "on whitespace")
 
@@ -63,11 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run with the same input, model and settings, "
                              "reusing the segments it finished")
-    parser.add_argument("--bf16", action="store_true",
-                        help="reduced precision: matrix products in bfloat16 (states and sums stay float32); "
-                             "1.0-2.2x the exact mode's speed on CPUs with bfloat16 instructions; vectors differ from the "
-                             "exact ones by about 0.5%% of their largest value (see benchmarks/RESULTS.md); on a CPU "
-                             "without bfloat16 instructions (e.g. AVX2 only) it warns and computes exact float32")
+    parser.add_argument("--bf16", action="store_true", help=BF16_HELP)
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run, output_format="all")

@@ -38,7 +38,8 @@ FLAGS = [  # (flag, config key, type, help)
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("train", help="train a biLM on raw text", description=__doc__,
                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", help="training config (.toml or .json)")
+    p.add_argument("--config", help="training config (.toml or .json), e.g. configs/cpu-1h.toml; required unless "
+                   "--set gives the model size (the defaults are the original 4096-cell model)")
     p.add_argument("--data", help="corpus directory (DIR/train/*.txt, DIR/valid/*.txt) or a text directory")
     p.add_argument("--train", nargs="+", metavar="FILE", help="training text files (or directories)")
     p.add_argument("--valid", nargs="+", metavar="FILE", help="validation text files (or directories)")

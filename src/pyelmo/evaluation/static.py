@@ -17,6 +17,7 @@ import numpy as np
 
 from pyelmo.evaluation.common import EvaluationError
 from pyelmo.fileio import atomic_writer
+from pyelmo.vocab import read_lines
 
 WORD2VEC_NAME = "word2vec.bin"
 
@@ -59,12 +60,7 @@ class _Sentences:
         self.files = list(files)
 
     def __iter__(self) -> Iterator[list[str]]:
-        for path in self.files:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    toks = line.split()
-                    if toks:
-                        yield toks
+        yield from read_lines(self.files)
 
 
 def train_word2vec(corpus_dir: str | os.PathLike, output: str | os.PathLike,

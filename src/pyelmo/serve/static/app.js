@@ -208,13 +208,21 @@ function drawProjection() {
   if (!senses.length) legend.append(el("span", {class: "muted", text: "(the word is not in the sample corpus)"}));
 }
 
-async function showPredictions(sentence, position) {
-  const box = $("predictions");
+// Empty the box `id` and ask the API; a failure is shown in the box as a `tag` element (data: null).
+async function askInto(id, path, body, tag) {
+  const box = $(id);
   box.replaceChildren();
-  let data;
   try {
-    data = await api("/v1/predict", {sentence: tokenized[sentence], position, k: 8});
-  } catch (err) { box.append(el("p", {class: "muted", text: err.message})); return; }
+    return [box, await api(path, body)];
+  } catch (err) {
+    box.append(el(tag, {class: "muted", text: err.message}));
+    return [box, null];
+  }
+}
+
+async function showPredictions(sentence, position) {
+  const [box, data] = await askInto("predictions", "/v1/predict", {sentence: tokenized[sentence], position, k: 8}, "p");
+  if (!data) return;
   const masked = tokenized[sentence].map((t, j) => (j === position ? "___" : t)).join(" ");
   box.append(el("p", {class: "masked", text: masked}));
   for (const direction of ["combined", "forward", "backward"]) {
@@ -227,12 +235,8 @@ async function showPredictions(sentence, position) {
 }
 
 async function showNeighbours(sentence, position) {
-  const box = $("neighbours");
-  box.replaceChildren();
-  let data;
-  try {
-    data = await api("/v1/neighbours", {sentence: tokenized[sentence], position, k: 5});
-  } catch (err) { box.append(el("li", {class: "muted", text: err.message})); return; }
+  const [box, data] = await askInto("neighbours", "/v1/neighbours", {sentence: tokenized[sentence], position, k: 5}, "li");
+  if (!data) return;
   const names = Object.keys(data.layers);
   const top = names[names.length - 2];
   data.layers[top].forEach((nb) => {

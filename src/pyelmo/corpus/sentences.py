@@ -1,0 +1,90 @@
+"""Raw text units to tokenized sentences for the corpus build: sentence splitting, Moses
+tokenization and the length filter (run in the build's worker processes)."""
+
+from __future__ import annotations
+
+import re
+
+from pyelmo.tokenize import normalize_text, tokenize
+
+MIN_TOKENS = 3
+MAX_TOKENS = 200
+
+_SEG = None
+
+
+def _init_worker() -> None:
+    global _SEG
+    import pysbd
+
+    _SEG = pysbd.Segmenter(language="en", clean=False)
+
+
+_ABBREV = frozenset(
+    "mr mrs ms dr st jr sr prof gen col capt lt sgt rev hon gov sen rep pres messrs mme mlle "
+    "vs etc e.g i.e cf viz al no nos vol vols ch chap p pp fig figs art sec inc co corp ltd bros "
+    "mt ft jan feb mar apr jun jul aug sep sept oct nov dec esq ed eds repr trans approx dept univ".split()
+)
+_CAND = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Rule-based sentence split: cut after ``.``, ``!`` or ``?`` (plus closing quotes or
+    brackets) when whitespace and a capital letter or digit follow, unless the period
+    ends a known abbreviation (``Mr.``, ``e.g.``) or a single-letter initial.  This also
+    splits inside quoted dialogue, which pysbd keeps whole.  Pieces still longer than
+    60 words are handed to pysbd."""
+    out: list[str] = []
+    start = 0
+    for m in _CAND.finditer(text):
+        if text[m.start()] == ".":
+            word = text[start : m.start()].rsplit(None, 1)[-1] if text[start : m.start()].strip() else ""
+            w = word.lstrip("\"'(\u201c\u2018[").lower()
+            if w in _ABBREV or (len(w) == 1 and w.isalpha()):
+                continue
+        out.append(text[start : m.end()].strip())
+        start = m.end()
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    final: list[str] = []
+    for piece in out:
+        if piece.count(" ") >= 60:
+            final.extend(s.strip() for s in _SEG.segment(piece) if s.strip())
+        else:
+            final.append(piece)
+    return final
+
+
+def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, int]:
+    """Sentence-split (unless ``presplit``), tokenize and length-filter ``units``.
+
+    Returns (kept sentences as space-joined tokens, number too short, number too long).
+    """
+    if _SEG is None:
+        _init_worker()
+    kept: list[str] = []
+    short = long = 0
+    for unit in units:
+        unit = normalize_text(unit)
+        if not unit:
+            continue
+        if presplit:
+            sents = [unit]
+        else:
+            sents = split_sentences(unit)
+        for sent in sents:
+            toks = tokenize(sent)
+            if len(toks) < MIN_TOKENS:
+                short += 1
+            elif len(toks) > MAX_TOKENS:
+                long += 1
+            else:
+                kept.append(" ".join(toks))
+    return kept, short, long
+
+
+def _work(task: tuple[str, bool, list[str]]) -> tuple[str, list[str], int, int, int]:
+    name, presplit, units = task
+    kept, short, long = tokenize_units(units, presplit)
+    return name, kept, short, long, len(units)
