@@ -1,9 +1,8 @@
 """Training's faster execution (``train.products``: pyelmo.kernels.TrainingProducts) computes the
-same values and gradients as the plain modules, and the trainer's option chooses it."""
+same values and gradients as the plain modules (the trainer's option: tests/test_training.py)."""
 
 from __future__ import annotations
 
-import json
 import math
 import random
 
@@ -14,13 +13,11 @@ import torch
 from pyelmo import kernels
 from pyelmo.bilm import BiLM
 from pyelmo.characters import batch_to_ids
-from pyelmo.cli import main
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.kernels import PLAIN, TrainingProducts, onednn_available, packed_positions
 from pyelmo.lm import LanguageModel
 from pyelmo.strategy import RunOptions
-from pyelmo.training.config import config_from_dict
-from pyelmo.training.trainer import Trainer, resolve_data, training_run_options
+from pyelmo.training.trainer import training_run_options
 
 PRODUCTS = ["fused", pytest.param("onednn", marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN"))]
 
@@ -141,46 +138,6 @@ def test_packed_positions_are_time_major_and_cover_each_position_once():
     sizes, steps = [3, 3, 2, 1], 4
     index = packed_positions(sizes, steps, torch.device("cpu")).tolist()
     assert index == [0, 4, 8, 1, 5, 9, 2, 6, 3]  # row * steps + t, step by step, rows sorted by length
-
-
-TINY = {
-    "char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding_dim": 8},
-    "lstm": {"dim": 32, "projection_dim": 16, "n_layers": 2},
-    "vocab": {"max_size": 200},
-    "data": {"batch_tokens": 300, "max_length": 12},
-    "softmax": {"negatives": 16},
-    "train": {"max_steps": 4, "eval_every": 0, "checkpoint_every": 0, "log_every": 2, "threads": 1,
-              "dropout": 0.1},
-}
-
-
-def test_trainer_products_follow_the_plain_path(tmp_path):
-    rng = random.Random(0)
-    words = "the a cat dog bird sees eats likes big small red . and it".split()
-    (tmp_path / "data" / "train").mkdir(parents=True)
-    (tmp_path / "data" / "train" / "t.txt").write_text(
-        "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 10))) for _ in range(150)) + "\n")
-    data = resolve_data(tmp_path / "data", None, None)
-    weights = {}
-    for products in ("plain", "fused"):
-        spec = json.loads(json.dumps(TINY))
-        spec["train"]["products"] = products
-        trainer = Trainer(config_from_dict(spec), tmp_path / products, data, progress=False)
-        assert trainer.run_options.products is PLAIN if products == "plain" else isinstance(
-            trainer.run_options.products, TrainingProducts)
-        trainer.run()
-        weights[products] = trainer.model.state_dict()
-    for name, w in weights["plain"].items():
-        torch.testing.assert_close(weights["fused"][name], w, rtol=1e-4, atol=1e-4)
-
-
-def test_default_is_fused_and_bad_products_is_one_line_error(tmp_path, capsys):
-    assert config_from_dict({}).train.products == "fused"
-    (tmp_path / "t.txt").write_text("a b c\n")
-    code = main(["train", "--train", str(tmp_path / "t.txt"), "--out", str(tmp_path / "o"),
-                 "--set", "lstm.dim=32", "--set", "train.products=fast"])
-    err = capsys.readouterr().err.strip()
-    assert code != 0 and len(err.splitlines()) == 1 and "train.products" in err and "fused" in err
 
 
 def test_onednn_rows_padding_keeps_values():
