@@ -226,6 +226,10 @@ def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.Mod
     responses = products.mm(windows, weight).view(n_tokens, starts, -1)
     padding_window = char_embedding.weight[PAD_ID].repeat(widest)[None]  # (1, widest * emb)
     padding_response = products.mm(padding_window, weight)[0]
+    if starts <= n_chars - widest:  # every filter's windows are valid, and some hold padding only: one max
+        # (under autograd ``max``, whose backward scatters to the argmax, rather than ``amax``'s tie masks)
+        pooled = responses.max(dim=1).values if responses.requires_grad else responses.amax(dim=1)
+        return torch.maximum(pooled, padding_response) + bias
     pooled = []
     for a, b, w in groups:
         group = responses[:, : min(starts, n_chars - w + 1), a:b].amax(dim=1)
