@@ -277,9 +277,11 @@ class TrainingProducts(Products):
     - the character convolutions of all widths as one product (:func:`conv_max_gemm`, with
       its weights rebuilt under autograd at every call), instead of one ``Conv1d`` per width
       over every character position: only the windows that read a character are computed;
-    - ``onednn=True``: every product through oneDNN with prepacked weights, forward and
-      backward (:class:`_PrepackedLinear`); the packing is redone when a weight changes, once
-      per optimizer step. ``False``: ``torch`` products (MKL).
+    - the plain strategy runs each LSTM level's two directions in one time loop over packed
+      rows (:func:`run_pair_differentiable`, batched ``torch`` products);
+    - ``onednn=True``: the token encoder's products through oneDNN with prepacked weights,
+      forward and backward (:class:`_PrepackedLinear`); the packing is redone when a weight
+      changes, once per optimizer step. ``False``: ``torch`` products (MKL).
 
     Values and gradients equal ``PLAIN``'s up to the order of float32 sums.
     """
