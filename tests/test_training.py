@@ -17,6 +17,7 @@ from pyelmo.training import trainer as trainer_mod
 from pyelmo.training.config import config_from_dict
 from pyelmo.lmtext import TokenizedText
 from pyelmo.training.data import DataOrder, shard
+from pyelmo.kernels import PLAIN
 from pyelmo.lm import LanguageModel, evaluate, full_softmax_nll, perplexity
 from pyelmo.training.trainer import Trainer, resolve_data, train
 from pyelmo.vocab import Vocabulary, vocab_from_files
@@ -155,6 +156,20 @@ def test_loss_decreases_and_outputs(corpus, tmp_path):
     assert perplexity(tmp_path / "model", [corpus / "valid" / "part.txt"]).average == pytest.approx(after, rel=1e-4)
 
 
+def test_products_follow_the_plain_path(corpus, tmp_path):
+    weights = {}
+    for products in ("plain", "fused"):
+        config = config_from_dict(_config(train__max_steps=4, train__eval_every=0, train__checkpoint_every=0,
+                                          train__products=products))
+        tr = Trainer(config, tmp_path / products, resolve_data(corpus, None, None), progress=False)
+        assert (tr.run_options.products is PLAIN) == (products == "plain")
+        tr.run()
+        weights[products] = tr.model.state_dict()
+    assert config_from_dict({}).train.products == "fused"
+    for name, w in weights["plain"].items():
+        torch.testing.assert_close(weights["fused"][name], w, rtol=1e-4, atol=1e-4)
+
+
 def test_non_latin_text_loss_falls(tmp_path):
     (tmp_path / "el.txt").write_text(_greek(120, 0), encoding="utf-8")
     config = config_from_dict(_config(train__max_steps=40, train__eval_every=0, softmax__negatives=8,
@@ -258,6 +273,7 @@ def test_init_from_and_export(trained, corpus, tmp_path, capsys):
     ('{"train": {"bogus": 1}}', "unknown field 'train.bogus'"),
     ('{"nosuch": {}}', "unknown section 'nosuch'"),
     ('{"optim": {"name": "sgd"}}', "optim.name must be"),
+    ('{"train": {"products": "fast"}}', "train.products must be one of 'plain', 'fused', 'onednn'"),
     ('{"lstm": {', "not valid JSON"),
 ])
 def test_bad_config_is_one_line_error(corpus, tmp_path, capsys, content, message):

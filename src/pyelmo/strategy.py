@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from pyelmo.encoder import TokenCache, TokenEncoder, encode_distinct
-from pyelmo.kernels import PLAIN, Products, usable_bf16
+from pyelmo.kernels import PLAIN, Products, TrainingProducts, run_pair_differentiable, usable_bf16
 from pyelmo.lstm import LstmWithProjection
 
 STRATEGIES = ("plain", "packed")
@@ -137,11 +137,15 @@ class PaddedRows(SortedRows):
 
     def encode(self, encoder: TokenEncoder, char_ids: torch.Tensor, full_mask: torch.Tensor,
                options: RunOptions) -> torch.Tensor:
-        tokens = encode_distinct(encoder, char_ids[self.order]) * full_mask[self.order].unsqueeze(-1)
+        products = options.products  # training's products: the convolutions as one product (differentiable)
+        tokens = encode_distinct(encoder, char_ids[self.order], products,
+                                 fused_conv=isinstance(products, TrainingProducts)) * full_mask[self.order].unsqueeze(-1)
         return torch.stack([tokens, reverse_within_lengths(tokens, self.sorted_lengths)])
 
     def run_level(self, pair: list[LstmWithProjection], x: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
                   products: Products) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if isinstance(products, TrainingProducts):  # training: both directions in one loop, packed rows
+            return run_pair_differentiable(pair, x, self.batch_sizes, h, c)
         runs = [layer(x[d], self.batch_sizes, (h[d], c[d])) for d, layer in enumerate(pair)]
         return (torch.stack([out for out, _ in runs]), torch.stack([s[0] for _, s in runs]),
                 torch.stack([s[1] for _, s in runs]))

@@ -11,6 +11,8 @@ EPILOG = """\
 configuration: a TOML (.toml) or JSON file with sections char_cnn, lstm (or preset = "small"),
 vocab, data, softmax, optim, train; see configs/ and docs/TRAINING.md. Any field can be
 overridden: --set lstm.dim=512 --set train.max_steps=1000 (values are read as TOML).
+train.products: "fused" (default: the same math in fewer, larger operations), "onednn" (that with
+oneDNN prepacked products) or "plain" (the reference modules as they are); docs/TRAINING.md.
 
 distributed (DistributedDataParallel; gloo on CPU, nccl on GPU; only rank 0 writes):
   one machine:  torchrun --nproc_per_node 4 -m pyelmo train --config C --data D --out O

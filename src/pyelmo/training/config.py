@@ -21,6 +21,11 @@ from pyelmo.errors import ConfigError, PyelmoError
 
 __all__ = ["ConfigError", "TrainConfig", "config_from_dict", "load_config", "read_config_file"]
 
+#: ``train.products``: the reference modules (``torch`` products, one convolution per width, one LSTM
+#: direction at a time), fewer and larger operations (the convolutions as one product, both directions
+#: in one packed loop), or that with the token encoder's products through oneDNN (docs/TRAINING.md).
+PRODUCTS = ("plain", "fused", "onednn")
+
 
 @dataclass
 class VocabSection:
@@ -64,6 +69,7 @@ class TrainSection:
     max_minutes: float = 0.0  # 0: no time limit (stops between steps, then saves)
     dropout: float = 0.1  # on each LSTM layer's input and on the top layer's output
     bf16: bool = False  # bfloat16 autocast
+    products: str = "fused"  # plain | fused | onednn: how the training step multiplies (docs/TRAINING.md)
     log_every: int = 10
     eval_every: int = 500  # steps between validation perplexities; 0: only at the end
     checkpoint_every: int = 500  # 0: only at the end
@@ -270,4 +276,5 @@ def validate(config: TrainConfig) -> None:
     check("train.checkpoint_every", c.train.checkpoint_every >= 0, "non-negative")
     check("train.patience", c.train.patience >= 0, "non-negative")
     check("train.threads", c.train.threads >= 0, "non-negative")
+    check("train.products", c.train.products in PRODUCTS, "one of " + ", ".join(map(repr, PRODUCTS)))
     check("train.device", c.train.device in ("auto", "cpu", "cuda"), "'auto', 'cpu' or 'cuda'")

@@ -21,10 +21,11 @@ import numpy as np
 import torch
 
 from pyelmo.config import ElmoConfig
-from pyelmo.kernels import bf16_supported, usable_bf16
+from pyelmo.kernels import PLAIN, TrainingProducts, bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
 from pyelmo.lm import LanguageModel, evaluate, load_language_model
 from pyelmo.lmtext import TokenizedText
+from pyelmo.strategy import RunOptions
 from pyelmo.training.data import DataOrder, shard
 from pyelmo.vocab import DataError, Vocabulary, vocab_from_files
 from pyelmo.fileio import PathLike, write_text_atomic
@@ -72,6 +73,14 @@ def resolve_data(data_dir: PathLike | None, train: Sequence[PathLike] | None,
     if not train_files:
         raise DataError("no training data: give --data DIR or --train FILES")
     return DataFiles([str(p) for p in train_files], [str(p) for p in valid_files])
+
+
+def training_run_options(products: str) -> RunOptions:
+    """The plain (differentiable) strategy with ``train.products``' implementation: ``"plain"`` (the
+    reference modules), ``"fused"`` or ``"onednn"`` (:class:`pyelmo.kernels.TrainingProducts`)."""
+    if products == "plain":
+        return RunOptions("plain", PLAIN)
+    return RunOptions("plain", TrainingProducts(onednn=products == "onednn"))
 
 
 # -- the trainer ----------------------------------------------------------------------------
@@ -134,6 +143,7 @@ class Trainer:
         self.order = DataOrder(self.train_text.lengths, d.batch_tokens, config.train.seed, self.min_rows,
                                d.pool_batches)
 
+        self.run_options = training_run_options(config.train.products)
         self.optimizer = self._make_optimizer()
         if self.dist.world > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -241,7 +251,7 @@ class Trainer:
             group["lr"] = lr
         self.model.train()
         with self.autocast():
-            sums = self.ddp(batch.char_ids.to(dev), batch.targets.to(dev), *neg)
+            sums = self.ddp(batch.char_ids.to(dev), batch.targets.to(dev), *neg, options=self.run_options)
         loss = sums.sum() * (self.dist.world / (2 * n_global))
         loss.backward()
         if o.clip_norm:
