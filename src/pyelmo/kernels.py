@@ -354,11 +354,11 @@ class Products:
         return out.copy_(self.mm(x, w))
 
 
-def measure_kernels(products: Products, rows: int, w: torch.Tensor) -> str:
-    """The fastest float32 kernel for ``rows`` rows times ``w.T`` on this machine, now.
+def time_kernels(products: Products, rows: int, w: torch.Tensor) -> dict[str, float]:
+    """Seconds of each available float32 kernel for ``rows`` rows times ``w.T`` on this machine, now.
 
-    Each available kernel runs on ``w`` itself (prepared for it, then dropped) and random
-    inputs, in interleaved rounds after one warm-up round; each kernel's fastest call counts.
+    Each kernel runs on ``w`` itself (prepared for it, then dropped) and random inputs, in
+    interleaved rounds after one warm-up round; each kernel's fastest call counts.
     """
     candidates = [k for k in KERNELS if k != "onednn" or onednn_available()]
     with torch.no_grad():
@@ -374,7 +374,13 @@ def measure_kernels(products: Products, rows: int, w: torch.Tensor) -> str:
                     best[k] = min(best[k], time.perf_counter() - began)
             if calls >= 2 and time.perf_counter() - start > MEASURE_SECONDS:
                 break
-    return min(candidates, key=best.__getitem__)
+    return best
+
+
+def measure_kernels(products: Products, rows: int, w: torch.Tensor) -> str:
+    """The fastest float32 kernel for ``rows`` rows times ``w.T`` here (:func:`time_kernels`)."""
+    seconds = time_kernels(products, rows, w)
+    return min(seconds, key=seconds.__getitem__)
 
 
 #: Plain differentiable ``torch`` products on the parameters themselves (training, the reference path).
