@@ -154,3 +154,14 @@ def test_help_and_import_measure_nothing(tmp_path):
     for args in (["-c", "import pyelmo, pyelmo.embed, pyelmo.strategy"], ["-m", "pyelmo", "embed", "--help"]):
         subprocess.run([sys.executable, *args], check=True, env=env, stdout=subprocess.DEVNULL)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("faster, chosen", [(0.0, "fixed"), (0.05, "fixed"), (0.2, "other")])
+def test_measuring_keeps_the_fixed_rule_on_near_ties(monkeypatch, faster, chosen):
+    w = torch.zeros(40, 24)
+    default = kernels.fixed_kernel(8, w)
+    other = "mm_t"
+    times = {k: 1.0 for k in KERNELS}
+    times[other] = 1.0 - faster
+    monkeypatch.setattr(kernels, "time_kernels", lambda products, rows, w: times)
+    assert kernels.measure_kernels(Products(kernels="mm"), 8, w) == (default if chosen == "fixed" else other)

@@ -109,6 +109,8 @@ MEASURE_ROWS = {1: 1, 8: 8, 64: 64, 256: 128}
 #: Timed calls per kernel and shape class: at least 2 and at most ``MEASURE_CALLS``; rounds stop
 #: once ``MEASURE_SECONDS`` have passed. The fastest call counts (robust to a busy machine).
 MEASURE_CALLS, MEASURE_SECONDS = 6, 0.03
+#: Another kernel replaces the fixed rule's (:func:`fixed_kernel`) only if measured this much faster.
+MEASURE_MARGIN = 0.1
 
 
 def kernel_policy(name: str | None = None) -> str:
@@ -271,7 +273,7 @@ class Products:
         chosen = self._chosen.get((rows, w.shape))
         if chosen is None:
             if self.policy == "fixed":
-                chosen = "onednn" if self.onednn and x.shape[0] * w.numel() >= ONEDNN_MIN_WORK else "mm"
+                chosen = fixed_kernel(x.shape[0], w)
             else:
                 entry = f"threads={torch.get_num_threads()} rows={rows} weight={w.shape[0]}x{w.shape[1]}"
                 chosen = MEASURED.get(entry, lambda: measure_kernels(self, MEASURE_ROWS[rows], w))
@@ -377,10 +379,17 @@ def time_kernels(products: Products, rows: int, w: torch.Tensor) -> dict[str, fl
     return best
 
 
+def fixed_kernel(rows: int, w: torch.Tensor) -> str:
+    """The fixed rule: oneDNN (when available) for products of at least ``ONEDNN_MIN_WORK`` multiply-adds."""
+    return "onednn" if onednn_available() and rows * w.numel() >= ONEDNN_MIN_WORK else "mm"
+
+
 def measure_kernels(products: Products, rows: int, w: torch.Tensor) -> str:
-    """The fastest float32 kernel for ``rows`` rows times ``w.T`` here (:func:`time_kernels`)."""
+    """The fastest float32 kernel for ``rows`` rows times ``w.T`` here (:func:`time_kernels`); the fixed
+    rule's kernel unless another is at least ``MEASURE_MARGIN`` faster (near-ties are measuring noise)."""
     seconds = time_kernels(products, rows, w)
-    return min(seconds, key=seconds.__getitem__)
+    fastest, default = min(seconds, key=seconds.__getitem__), fixed_kernel(rows, w)
+    return fastest if seconds[fastest] < (1 - MEASURE_MARGIN) * seconds[default] else default
 
 
 #: Plain differentiable ``torch`` products on the parameters themselves (training, the reference path).
