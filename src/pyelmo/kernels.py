@@ -6,10 +6,10 @@
   the reference path);
 - ``Products()``: exact float32, each product through one of the :data:`KERNELS`
   (``torch.mm`` on the weight as stored, ``torch.mm`` on a contiguous copy of ``W^T``,
-  oneDNN with the weight prepacked once into its blocked layout) chosen per shape class by
-  a :class:`KernelChoice`: measured on this machine at first use and cached on disk
-  (``"auto"``), the fixed rule (``"fixed"``), or one kernel forced; only the order of the
-  sums differs between them; no autograd;
+  oneDNN with the weight prepacked once into its blocked layout) chosen per shape class:
+  measured on this machine at first use and cached on disk (``"auto"``, :class:`MeasuredChoices`),
+  the fixed rule (``"fixed"``), or one kernel forced; only the order of the sums differs
+  between them; no autograd;
 - ``Products(torch.bfloat16)``: bfloat16 inputs and weights, float32 sums and outputs: an
   explicit reduced-precision mode (outputs differ by about 0.5% of their largest value),
   chosen only on CPUs with bfloat16 instructions (:func:`usable_bf16`).
@@ -96,7 +96,7 @@ def onednn_rows(rows: int) -> int:
 #: operand), ``torch.mm`` on a contiguous copy of ``W^T`` kept once, and oneDNN with ``W``
 #: prepacked once into its blocked layout. Which is fastest depends on the CPU, the thread
 #: count and the shape: on an AVX2 AMD EPYC oneDNN ran the LSTM's batch-32 products at 2-4x
-#: ``torch.mm``, on an AMX Xeon no faster, and for one row ``torch.mm`` on ``W^T`` won here.
+#: ``torch.mm``, on an AMX Xeon it was no faster, and for one row ``torch.mm`` on ``W^T`` often wins.
 KERNELS = ("mm", "mm_t", "onednn")
 #: How the kernels are chosen: measured here and cached (``auto``), the fixed rule, or one kernel for all.
 KERNEL_POLICIES = ("auto", "fixed", *KERNELS)
