@@ -3,7 +3,7 @@
 For every product shape class of a released model size (``--configs``; random weights of that
 size), the time of each exact float32 kernel (``torch.mm`` on ``W`` as stored, ``torch.mm``
 on a contiguous ``W^T``, oneDNN prepacked), measured as ``kernels.time_kernels`` does at first
-use, the kernel chosen, and the time all of a model's measurements took (once per machine,
+use, the kernel kept (the fastest, unless within 10% of the fixed rule's), and the time all of a model's measurements took (once per machine,
 torch version and thread count: the choices are then read from the cache file).
 
     python benchmarks/kernel_choice.py --configs small,original --threads 2
@@ -33,7 +33,7 @@ def shapes(name: str) -> dict[str, tuple[int, int]]:
 
 
 def main() -> None:
-    from pyelmo.kernels import MEASURE_ROWS, Products, cpu_model, time_kernels
+    from pyelmo.kernels import MEASURE_ROWS, Products, choose_kernel, cpu_model, time_kernels
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default="small,original", type=lambda s: s.split(","))
@@ -45,14 +45,14 @@ def main() -> None:
           f"{args.threads} threads")
     for name in args.configs:
         print(f"\n{name}: microseconds per product (fastest call), by row class (measured at rows)")
-        print("| product | weight | rows | torch.mm | torch.mm on W^T | oneDNN | chosen |\n|---|---|---|---|---|---|---|")
+        print("| product | weight | rows | torch.mm | torch.mm on W^T | oneDNN | kept |\n|---|---|---|---|---|---|---|")
         started = time.perf_counter()
         for role, (out, inp) in shapes(name).items():
             w = torch.randn(out, inp) * 0.05
             for rows in MEASURE_ROWS.values():
                 seconds = time_kernels(products, rows, w)
                 cells = [f"{1e6 * seconds[k]:.0f}" if k in seconds else "-" for k in ("mm", "mm_t", "onednn")]
-                chosen = min(seconds, key=seconds.__getitem__)
+                chosen = choose_kernel(seconds, rows, w)
                 print(f"| {role} | {out}x{inp} | {rows} | {' | '.join(cells)} | {chosen} |")
         print(f"all of {name}'s classes measured in {time.perf_counter() - started:.2f} s")
 

@@ -387,7 +387,11 @@ def fixed_kernel(rows: int, w: torch.Tensor) -> str:
 def measure_kernels(products: Products, rows: int, w: torch.Tensor) -> str:
     """The fastest float32 kernel for ``rows`` rows times ``w.T`` here (:func:`time_kernels`); the fixed
     rule's kernel unless another is at least ``MEASURE_MARGIN`` faster (near-ties are measuring noise)."""
-    seconds = time_kernels(products, rows, w)
+    return choose_kernel(time_kernels(products, rows, w), rows, w)
+
+
+def choose_kernel(seconds: dict[str, float], rows: int, w: torch.Tensor) -> str:
+    """The kernel to keep given each kernel's ``seconds``: see :func:`measure_kernels`."""
     fastest, default = min(seconds, key=seconds.__getitem__), fixed_kernel(rows, w)
     return fastest if seconds[fastest] < (1 - MEASURE_MARGIN) * seconds[default] else default
 
