@@ -15,15 +15,23 @@ end-to-end run below uses the defaults, cache included. ``--bf16`` adds a row pe
 (config, batch) for pyelmo's explicit reduced-precision mode (``embed --bf16``), timed in
 the same interleaved rounds, with its max-abs-diff against the exact fp32 path.
 
-    python benchmarks/embed_throughput.py --reference-python /tmp/allennlp-ref/bin/python
-    python benchmarks/embed_throughput.py --e2e-lines 20000 --memory-check   # + end to end, memory
+    python benchmarks/embed_throughput.py --reference-python /tmp/allennlp-ref/bin/python \
+        --sentences-b1 128 --latency-sentences 128 --e2e-lines 2000      # + batch-1 latency, end to end
+    python benchmarks/embed_throughput.py --skip-table --memory-check    # memory only
 
-``--e2e-lines N``: ``pyelmo embed`` (default settings, ``--all``) on an N-line file, end to
-end (process start to finish), against AllenNLP's ``embed_file`` loop (batch 32,
-consecutive lines, states reset per batch, one dataset per line + sentence_to_index),
-measured in the reference worker on the first ``--e2e-reference-lines`` lines, just before and
-just after the pyelmo run (its
-``allennlp.commands.elmo`` module needs nltk, not installed, so the loop is reproduced).
+Every table is printed with the CPU (model name and a hash of its feature flags), whether it
+has bfloat16 instructions, and its 2048^3 GEMM rates measured in the same run.
+
+``--latency-sentences N``: batch 1 as a service sees it: N sentences of ``--latency-tokens``
+(20) tokens one at a time through pyelmo's public ``ElmoEmbedder.embed_sentence`` (defaults,
+and with the token cache off) against AllenNLP's ``_ElmoBiLm`` on a batch of one.
+
+``--e2e-lines N``: whole file against whole file on the same N lines: each side in its own
+process, timed from start (imports and model loading included) to end, and its loop alone:
+pyelmo's ``ElmoEmbedder(...).embed_file`` with ``pyelmo embed``'s defaults (``--all``), and
+AllenNLP's ``embed_file`` loop (batch 32, consecutive lines, states reset per batch, one
+dataset per line + sentence_to_index; its ``allennlp.commands.elmo`` module needs nltk, not
+installed, so the loop is reproduced). pyelmo runs before and after AllenNLP (their mean).
 ``--memory-check``: peak RSS of ``pyelmo embed`` on 20k vs 200k lines (tiny model, --top).
 """
 
@@ -42,13 +50,15 @@ import time
 from pathlib import Path
 
 MATMUL_N = 2048
+PROCESS_START = time.perf_counter()  # as near the process start as this script gets (after Python's own startup)
 
 
 # -- shared helpers (stdlib + torch only: they run in both environments) ------------------
 def matmul_rate(torch) -> dict:
-    """fp32 GFLOP/s of a 2048^3 matrix product (median of 5): ``torch.mm`` (MKL here) and oneDNN
-    with a prepacked weight (the library pyelmo's fast path uses; absent: 0). On this AMD CPU
-    oneDNN is the faster of the two, so the machine's rate is the larger one."""
+    """GFLOP/s of a 2048^3 matrix product (median of 5): float32 ``torch.mm`` (MKL here) and oneDNN
+    with a prepacked weight (absent: 0), and bfloat16 ``torch.mm`` where the CPU has bfloat16
+    instructions (else 0: without them it runs hundreds of times slower and pyelmo does not use it).
+    The machine's float32 rate is the larger of the first two."""
     a, b = torch.randn(MATMUL_N, MATMUL_N), torch.randn(MATMUL_N, MATMUL_N)
     runs = {"mkl": lambda: a @ b}
     try:
@@ -56,7 +66,13 @@ def matmul_rate(torch) -> dict:
         runs["onednn"] = lambda: torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")
     except (AttributeError, RuntimeError):
         pass
-    rates = {"mkl": 0.0, "onednn": 0.0}
+    try:
+        if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            a16, b16 = a.bfloat16(), b.bfloat16()
+            runs["bf16"] = lambda: a16 @ b16
+    except (AttributeError, RuntimeError):
+        pass
+    rates = {"mkl": 0.0, "onednn": 0.0, "bf16": 0.0}
     for name, run in runs.items():
         run()
         times = []
@@ -66,6 +82,21 @@ def matmul_rate(torch) -> dict:
             times.append(time.perf_counter() - start)
         rates[name] = 2 * MATMUL_N**3 / statistics.median(times) / 1e9
     return rates
+
+
+def machine_line(threads: int) -> str:
+    """The CPU (model name and flags hash, as the kernel cache keys it), bfloat16 support, torch and
+    its GEMM rates, measured now: printed with every table."""
+    import torch
+
+    from pyelmo.kernels import bf16_supported, cpu_model
+
+    torch.set_num_threads(threads)
+    rates = matmul_rate(torch)
+    bf16 = f"{rates['bf16']:.0f}" if rates["bf16"] else "n/a (no bfloat16 instructions)"
+    return (f"CPU {cpu_model()}, bfloat16 instructions: {'yes' if bf16_supported() else 'no'}, torch {torch.__version__}, "
+            f"{threads} threads; GEMM 2048^3 GFLOP/s: fp32 torch.mm {rates['mkl']:.0f}, fp32 oneDNN "
+            f"{rates['onednn']:.0f}, bf16 {bf16}")
 
 
 def peak_rss_mb() -> float:
@@ -111,6 +142,13 @@ class PyelmoSide:
         else:
             self.options = RunOptions.inference(bf16=bf16)  # no token cache: every repeat recomputes every token
 
+    def sentence_runner(self, cache: bool):
+        """``ElmoEmbedder.embed_sentence`` with the embedder's defaults (a fresh token cache) or the cache off."""
+        from pyelmo.embed import ElmoEmbedder
+
+        embedder = ElmoEmbedder(self.model, **({} if cache else {"token_cache_size": 0}))
+        return embedder.embed_sentence
+
     def run(self, batch, exact: bool = False):
         import torch
 
@@ -134,6 +172,10 @@ class AllennlpSide:
         from allennlp.modules.elmo import _ElmoBiLm
 
         self.module = _ElmoBiLm(options, weights).eval()
+
+    def sentence_runner(self, cache: bool):
+        """One sentence as AllenNLP's ``ElmoEmbedder.embed_sentence`` computes it (a batch of one), states reset."""
+        return lambda tokens: self.run([tokens])[0]
 
     def run(self, batch, exact: bool = False):
         import torch
@@ -167,7 +209,7 @@ def worker(side_name: str) -> None:
                 side = PyelmoSide(cmd["options"], cmd["weights"], bf16=side_name == "pyelmo-bf16")
             batches = json.loads(Path(cmd["batches"]).read_text())
         elif op == "time":
-            answer["gflops"] = matmul_rate(torch) if cmd.get("gemm", True) else {"mkl": 0.0, "onednn": 0.0}
+            answer["gflops"] = matmul_rate(torch) if cmd.get("gemm", True) else {"mkl": 0.0, "onednn": 0.0, "bf16": 0.0}
             start = time.perf_counter()
             for batch in batches:
                 side.run(batch)
@@ -175,8 +217,13 @@ def worker(side_name: str) -> None:
         elif op == "outputs":
             arrays = [a for batch in batches for a in side.run(batch, exact=cmd.get("exact", False))]
             np.savez(cmd["path"], *arrays)
-        elif op == "embed_file":
-            answer.update(reference_embed_file(side, cmd["input"], cmd["output"], cmd["batch_size"]))
+        elif op == "latency":  # seconds per sentence, one at a time
+            runner = side.sentence_runner(cmd["cache"])
+            answer["seconds"] = []
+            for tokens in json.loads(Path(cmd["sentences"]).read_text()):
+                start = time.perf_counter()
+                runner(tokens)
+                answer["seconds"].append(time.perf_counter() - start)
         elif op == "quit":
             break
         elif op != "rss":
@@ -190,7 +237,6 @@ def reference_embed_file(side, input_path: str, output_path: str, batch_size: in
     """AllenNLP's ``ElmoEmbedder.embed_file`` loop (--all, consecutive batches) on its ``_ElmoBiLm``."""
     import h5py
 
-    start = time.perf_counter()
     lines = [line.strip() for line in Path(input_path).read_text(encoding="utf-8").splitlines()]
     sentence_to_index = {}
     tokens = 0
@@ -203,7 +249,29 @@ def reference_embed_file(side, input_path: str, output_path: str, batch_size: in
                 tokens += len(batch[k])
         dataset = fout.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
         dataset[0] = json.dumps(sentence_to_index)
-    return {"seconds": time.perf_counter() - start, "tokens": tokens, "lines": len(lines)}
+    return {"tokens": tokens, "lines": len(lines)}
+
+
+def embed_file_process(side_name: str, options: str, weights: str, input_path: str, output_path: str,
+                       threads: int, result_path: str) -> None:
+    """One side's whole-file run, in a process of its own: load the model, embed the file, write
+    ``{"startup", "loop"}`` seconds (from process start) to ``result_path``. pyelmo: what ``pyelmo embed``
+    runs, ``ElmoEmbedder(...).embed_file(..., "all")`` with the defaults; AllenNLP: its ``embed_file`` loop."""
+    import torch
+
+    torch.set_num_threads(threads)
+    if side_name == "allennlp":
+        side = AllennlpSide(options, weights)
+        loaded = time.perf_counter()
+        reference_embed_file(side, input_path, output_path, 32)
+    else:
+        from pyelmo.embed import ElmoEmbedder
+
+        embedder = ElmoEmbedder(options, weights)
+        loaded = time.perf_counter()
+        embedder.embed_file(input_path, output_path, output_format="all", overwrite=True)
+    done = time.perf_counter()
+    Path(result_path).write_text(json.dumps({"startup": loaded - PROCESS_START, "loop": done - loaded}))
 
 
 class Worker:
@@ -335,7 +403,8 @@ def print_table(rows: list[dict]) -> None:
             r["config"], str(r["batch"]), f"{p['tok_s']:.1f}", f"{a['tok_s']:.1f}" if a else "-",
             f"{p['tok_s'] / a['tok_s']:.2f}x" if a else "-", f"{r['diff_exact']:.2e}",
             f"{r['diff_allennlp']:.2e}" if a else "-", f"{100 * p['gemm']:.0f}%" if p["matmul_gflops"] else "-",
-            f"{100 * a['gemm']:.0f}%" if a else "-", f"{p['mkl_gflops']:.0f} / {p['onednn_gflops']:.0f}",
+            f"{100 * a['gemm']:.0f}%" if a and a["matmul_gflops"] else "-",
+            f"{p['mkl_gflops']:.0f} / {p['onednn_gflops']:.0f}",
             f"{p['rss_mb']:.0f} / {a['rss_mb']:.0f}" if a else f"{p['rss_mb']:.0f}",
         ]) + " |")
         if "pyelmo-bf16" in r:  # the explicit reduced-precision mode (--bf16): its error is the diff vs exact
@@ -360,55 +429,82 @@ def run_cli(argv: list[str]) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
-def pyelmo_cli() -> str:
-    return str(Path(sys.executable).with_name("pyelmo"))
+def latency_sentences(n: int, length: int, seed: int) -> list[list[str]]:
+    """``n`` sentences of exactly ``length`` tokens, cut from :func:`make_sentences`' text."""
+    words = [w for s in make_sentences(n * length // 10 + 10, seed=seed) for w in s]
+    return [words[i * length : (i + 1) * length] for i in range(n)]
+
+
+def latency_table(args, workdir: Path) -> None:
+    """Batch 1 as a service sees it: ``--latency-sentences`` sentences of ``--latency-tokens`` tokens, one at
+    a time, through pyelmo's ``ElmoEmbedder.embed_sentence`` (defaults: a token cache, fresh each round;
+    and with the cache off) and AllenNLP's ``_ElmoBiLm`` on a batch of one (what its ``embed_sentence``
+    runs). Rounds interleave the sides; each side's figure is its median round's mean latency."""
+    name = args.latency_config
+    options, weights = write_model(name, workdir)
+    sentences = workdir / "latency.json"
+    sentences.write_text(json.dumps(latency_sentences(args.latency_sentences, args.latency_tokens, seed=11)))
+    sides = {"pyelmo": ("pyelmo", True), "pyelmo, token cache off": ("pyelmo", False)}
+    if args.reference_python:
+        sides["AllenNLP"] = ("allennlp", False)
+    workers = {}
+    try:
+        for label, (side, _) in sides.items():
+            python = args.reference_python if side == "allennlp" else sys.executable
+            workers[label] = w = Worker(python, side)
+            w.ask(op="init", threads=args.threads, options=str(options), weights=str(weights),
+                  batches=str(workdir / "empty.json"))
+            w.ask(op="latency", sentences=str(sentences), cache=sides[label][1])  # warm-up round
+        rounds: dict[str, list[float]] = {label: [] for label in sides}
+        for _ in range(args.repeats):
+            for label, w in workers.items():
+                seconds = w.ask(op="latency", sentences=str(sentences), cache=sides[label][1])["seconds"]
+                rounds[label].append(statistics.mean(seconds))
+    finally:
+        for w in workers.values():
+            w.close()
+    print(f"\nBatch 1, config {name}: {args.latency_sentences} sentences of {args.latency_tokens} tokens one at a "
+          f"time, {args.repeats} rounds (median), load average {os.getloadavg()[0]:.1f}; {machine_line(args.threads)}")
+    print("| side | ms per sentence | sentences/s | tokens/s | pyelmo / this |\n|---|---|---|---|---|")
+    ms = {label: 1e3 * statistics.median(r) for label, r in rounds.items()}
+    for label, value in ms.items():
+        print(f"| {label} | {value:.2f} | {1e3 / value:.1f} | {1e3 * args.latency_tokens / value:.0f} | "
+              f"{value / ms['pyelmo']:.2f}x |")
 
 
 def end_to_end(args, workdir: Path) -> None:
-    """``pyelmo embed`` with default settings on the whole file; AllenNLP's loop on a prefix, run just
-    before and just after (the machine is shared: the mean of the two is the reference rate)."""
+    """Whole file against whole file, on the same ``--e2e-lines`` lines: each side in a process of its
+    own, timed from its start (model loading included) to its end, and its loop alone (embedding and
+    writing, measured inside). pyelmo runs before and after AllenNLP (the machine is shared: their mean)."""
     name = args.e2e_config
     options, weights = write_model(name, workdir)
     sentences = make_sentences(args.e2e_lines, seed=7)
     text = workdir / f"e2e_{args.e2e_lines}.txt"
     text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
     tokens = sum(len(s) for s in sentences)
-    reference = []
-
-    def run_reference() -> None:
-        ref_lines = min(args.e2e_reference_lines, args.e2e_lines)
-        ref_text = workdir / "e2e_reference.txt"
-        ref_text.write_text("\n".join(" ".join(s) for s in sentences[:ref_lines]) + "\n", encoding="utf-8")
-        batches = workdir / "empty.json"
-        batches.write_text("[]")
-        w = Worker(args.reference_python, "allennlp")
-        try:
-            w.ask(op="init", threads=args.threads, options=str(options), weights=str(weights), batches=str(batches))
-            reference.append(w.ask(op="embed_file", input=str(ref_text), output=str(workdir / "e2e_ref.hdf5"),
-                                   batch_size=32))
-        finally:
-            w.close()
-            (workdir / "e2e_ref.hdf5").unlink(missing_ok=True)
-
-    if args.reference_python:
-        run_reference()
-    out = workdir / "e2e_pyelmo.hdf5"
-    seconds, rss = run_cli([pyelmo_cli(), "embed", str(text), str(out), "--overwrite", "--no-progress",
-                            "--threads", str(args.threads), "--options-file", str(options), "--weight-file", str(weights)])
-    size_gb = out.stat().st_size / 1e9
-    out.unlink()
-    if args.reference_python:
-        run_reference()
-    print(f"\nEnd to end, config {name}, {args.e2e_lines} lines, {tokens} tokens, --all (output {size_gb:.1f} GB), "
-          f"load average {os.getloadavg()[0]:.1f}:")
-    print("| side | lines | tokens | seconds | tokens/s | peak RSS MB |\n|---|---|---|---|---|---|")
-    print(f"| pyelmo embed (defaults) | {args.e2e_lines} | {tokens} | {seconds:.1f} | {tokens / seconds:.0f} | {rss:.0f} |")
-    for when, r in zip(("before", "after"), reference):
-        print(f"| AllenNLP embed_file loop, batch 32, first {r['lines']} lines ({when}) | {r['lines']} | {r['tokens']} | "
-              f"{r['seconds']:.1f} | {r['tokens'] / r['seconds']:.0f} | {r['rss_mb']:.0f} |")
-    if reference:
-        rate = statistics.mean(r["tokens"] / r["seconds"] for r in reference)
-        print(f"ratio (tokens/s, pyelmo / mean AllenNLP): {tokens / seconds / rate:.2f}x")
+    order = ["pyelmo", "allennlp", "pyelmo"] if args.reference_python else ["pyelmo"]
+    runs: dict[str, list[dict]] = {"pyelmo": [], "allennlp": []}
+    for side in order:
+        out, result = workdir / f"e2e_{side}.hdf5", workdir / "e2e_result.json"
+        python = args.reference_python if side == "allennlp" else sys.executable
+        seconds, rss = run_cli([python, "-W", "ignore", __file__, "--embed-file-process", side, str(options), str(weights),
+                                str(text), str(out), str(args.threads), str(result)])
+        runs[side].append({"whole": seconds, "rss": rss, **json.loads(result.read_text())})
+        out.unlink()
+    print(f"\nEnd to end, config {name}, the same {args.e2e_lines} lines ({tokens} tokens) on both sides, --all, "
+          f"load average {os.getloadavg()[0]:.1f}; {machine_line(args.threads)}")
+    print("| side | run | whole process s | startup s | loop s | tokens/s whole | tokens/s loop | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    labels = {"pyelmo": "pyelmo (ElmoEmbedder.embed_file, defaults)", "allennlp": "AllenNLP embed_file loop, batch 32"}
+    for side, side_runs in runs.items():
+        for k, r in enumerate(side_runs):
+            print(f"| {labels[side]} | {k + 1} | {r['whole']:.1f} | {r['startup']:.1f} | {r['loop']:.1f} | "
+                  f"{tokens / r['whole']:.0f} | {tokens / r['loop']:.0f} | {r['rss']:.0f} |")
+    if runs["allennlp"]:
+        for part in ("whole", "loop"):
+            mine = statistics.mean(r[part] for r in runs["pyelmo"])
+            print(f"ratio ({part}, AllenNLP seconds / mean pyelmo seconds): "
+                  f"{runs['allennlp'][0][part] / mine:.2f}x")
 
 
 def memory_check(args, workdir: Path) -> None:
@@ -438,7 +534,7 @@ def memory_check(args, workdir: Path) -> None:
                 for s in make_sentences(min(20_000, n - start), seed=start):
                     f.write(" ".join(s) + "\n")
         out = workdir / "mem.hdf5"
-        seconds, rss = run_cli([pyelmo_cli(), "embed", str(text), str(out), "--top", "--overwrite", "--no-progress",
+        seconds, rss = run_cli([sys.executable, "-m", "pyelmo", "embed", str(text), str(out), "--top", "--overwrite", "--no-progress",
                                 "--threads", str(args.memory_threads), "--options-file", str(options),
                                 "--weight-file", str(weights)])
         out.unlink()
@@ -464,9 +560,15 @@ def main() -> None:
     parser.add_argument("--no-gemm", action="store_true", help="skip the matmul-rate measurement of every sample")
     parser.add_argument("--bf16", action="store_true",
                         help="add rows for pyelmo's explicit reduced-precision mode (embed --bf16)")
-    parser.add_argument("--e2e-lines", type=int, default=0, help="end-to-end `pyelmo embed` on this many lines")
+    parser.add_argument("--e2e-lines", type=int, default=0,
+                        help="end to end: both sides embed the same file of this many lines, whole process each")
     parser.add_argument("--e2e-config", default="small")
-    parser.add_argument("--e2e-reference-lines", type=int, default=1000)
+    parser.add_argument("--latency-sentences", type=int, default=0,
+                        help="batch-1 latency table through ElmoEmbedder.embed_sentence on this many sentences "
+                             "(at least 128 for a stable figure)")
+    parser.add_argument("--latency-tokens", type=int, default=20, help="tokens per sentence of the latency table")
+    parser.add_argument("--latency-config", default="small")
+    parser.add_argument("--embed-file-process", nargs=7, help=argparse.SUPPRESS)
     parser.add_argument("--memory-check", action="store_true")
     parser.add_argument("--memory-config", default="tiny", choices=["tiny", "small", "original"],
                         help="model of the memory check (tiny: random 32-cell biLM; others: released sizes)")
@@ -477,13 +579,19 @@ def main() -> None:
     if args.worker:
         worker(args.worker)
         return
+    if args.embed_file_process:
+        side, options, weights, text, out, threads, result = args.embed_file_process
+        embed_file_process(side, options, weights, text, out, int(threads), result)
+        return
     with tempfile.TemporaryDirectory(prefix="pyelmo-bench-") as tmp:
         workdir = Path(args.workdir or tmp)
         workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "empty.json").write_text("[]")
         print(f"date {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, threads {args.threads}, "
               f"load average {os.getloadavg()[0]:.1f}, command: {' '.join(sys.argv)}")
         if not args.skip_table:
             rows = throughput_rows(args, workdir)
+            print(f"\n{machine_line(args.threads)}; load average {os.getloadavg()[0]:.1f}")
             print_table(rows)
             if args.base_src:
                 print("\n| config | batch | pyelmo tok/s (this tree) | pyelmo tok/s (--base-src) | this / base |")
@@ -491,6 +599,8 @@ def main() -> None:
                 for r in rows:
                     p, b = r["pyelmo"]["tok_s"], r["pyelmo-base"]["tok_s"]
                     print(f"| {r['config']} | {r['batch']} | {p:.1f} | {b:.1f} | {p / b:.2f}x |")
+        if args.latency_sentences:
+            latency_table(args, workdir)
         if args.e2e_lines:
             end_to_end(args, workdir)
         if args.memory_check:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import h5py
@@ -49,3 +50,9 @@ def tiny_model(allennlp_reference):
     from pyelmo.weights import load_bilm_hdf5
 
     return load_bilm_hdf5(allennlp_reference.options, allennlp_reference.weights)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _kernel_cache(tmp_path_factory) -> None:
+    """Kernel choices the tests measure go to a temporary folder, not the user's cache."""
+    os.environ["PYELMO_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernel-cache"))

@@ -27,12 +27,12 @@ from pyelmo.weights import load_bilm_hdf5
 ATOL = 1e-5
 
 
-@pytest.fixture(autouse=True, params=["onednn", "torch.mm"])
+@pytest.fixture(autouse=True, params=kernels.KERNELS)
 def products_backend(request, monkeypatch) -> str:
-    """Every test runs twice: float32 products through oneDNN for every size, and through torch.mm only."""
+    """Every test runs once per float32 kernel, forced for every product (``$PYELMO_KERNELS``)."""
     if request.param == "onednn" and not onednn_available():
         pytest.skip("this PyTorch build has no oneDNN")
-    monkeypatch.setattr(kernels, "ONEDNN_MIN_WORK", 0 if request.param == "onednn" else math.inf)
+    monkeypatch.setenv(kernels.KERNELS_ENV, request.param)
     return request.param
 
 

@@ -4,30 +4,39 @@
 
 - ``PLAIN``: ``torch`` products on the parameters themselves, differentiable (training,
   the reference path);
-- ``Products(onednn=True)``: oneDNN with every weight reordered once into its blocked
-  layout, 2-4x the speed of ``torch.mm`` (MKL) on the LSTM's shapes on the AMD CPUs
-  measured, in float32 (only the order of the sums differs); no autograd;
+- ``Products()``: exact float32, each product through one of the :data:`KERNELS`
+  (``torch.mm`` on the weight as stored, ``torch.mm`` on a contiguous copy of ``W^T``,
+  oneDNN with the weight prepacked once into its blocked layout) chosen per shape class:
+  measured on this machine at first use and cached on disk (``"auto"``, :class:`MeasuredChoices`),
+  the fixed rule (``"fixed"``), or one kernel forced; only the order of the sums differs
+  between them; no autograd;
 - ``Products(torch.bfloat16)``: bfloat16 inputs and weights, float32 sums and outputs: an
   explicit reduced-precision mode (outputs differ by about 0.5% of their largest value),
   chosen only on CPUs with bfloat16 instructions (:func:`usable_bf16`).
 
-A new implementation (another kernel library, a runtime choice per shape) is a class with
-the same methods. :func:`conv_max_gemm` is the character CNN's kernel for the inference
-strategy: every convolution width in one product.
+:func:`conv_max_gemm` is the character CNN's kernel for the inference strategy: every
+convolution width in one product.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
+import os
+import platform
+import time
 import warnings
 import weakref
+from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from pyelmo.characters import PAD_CHAR
+from pyelmo.errors import ConfigError
 
 PAD_ID = PAD_CHAR + 1  # the padding character's id (ids are shifted by +1)
 #: Products of fewer multiply-adds (rows x weight size) run faster with plain ``torch.mm``:
@@ -82,34 +91,165 @@ def onednn_rows(rows: int) -> int:
     return size
 
 
+# -- the runtime kernel choice --------------------------------------------------------------
+#: The exact float32 product implementations: ``torch.mm`` on ``W`` as stored (a transposed
+#: operand), ``torch.mm`` on a contiguous copy of ``W^T`` kept once, and oneDNN with ``W``
+#: prepacked once into its blocked layout. Which is fastest depends on the CPU, the thread
+#: count and the shape: on an AVX2 AMD EPYC oneDNN ran the LSTM's batch-32 products at 2-4x
+#: ``torch.mm``, on an AMX Xeon it was no faster, and for one row ``torch.mm`` on ``W^T`` often wins.
+KERNELS = ("mm", "mm_t", "onednn")
+#: How the kernels are chosen: measured here and cached (``auto``), the fixed rule, or one kernel for all.
+KERNEL_POLICIES = ("auto", "fixed", *KERNELS)
+#: The environment variable that sets the policy when none is passed (default ``auto``).
+KERNELS_ENV = "PYELMO_KERNELS"
+#: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
+ROW_CLASSES = (1, 8, 64, 256)
+#: The rows each class is measured at (the largest at 128 rows, to keep measuring cheap).
+MEASURE_ROWS = {1: 1, 8: 8, 64: 64, 256: 128}
+#: Timed calls per kernel and shape class: at least 2 and at most ``MEASURE_CALLS``; rounds stop
+#: once ``MEASURE_SECONDS`` have passed. The fastest call counts (robust to a busy machine).
+MEASURE_CALLS, MEASURE_SECONDS = 6, 0.03
+#: Another kernel replaces the fixed rule's (:func:`fixed_kernel`) only if measured this much faster.
+MEASURE_MARGIN = 0.1
+
+
+def kernel_policy(name: str | None = None) -> str:
+    """``name``, else ``$PYELMO_KERNELS``, else ``"auto"``; checked (:class:`ConfigError` if unknown)."""
+    name = name or os.environ.get(KERNELS_ENV) or "auto"
+    if name not in KERNEL_POLICIES:
+        raise ConfigError(f"kernel policy must be one of {', '.join(KERNEL_POLICIES)} (${KERNELS_ENV}), got {name!r}")
+    if name == "onednn" and not onednn_available():
+        raise ConfigError("oneDNN kernels were asked for, but this PyTorch build has no oneDNN")
+    return name
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """This CPU's model name and a short hash of its feature flags (e.g. ``AMD EPYC [3f2a...]``)."""
+    name, flags = "", ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key in ("model name", "Hardware") and not name:
+                name = value
+            elif key in ("flags", "Features") and not flags:
+                flags = value
+    except OSError:
+        pass
+    name = name or platform.processor() or platform.machine() or "unknown CPU"
+    return f"{name} [{hashlib.sha1(flags.encode()).hexdigest()[:12]}]" if flags else name
+
+
+def machine_key() -> dict[str, str]:
+    """What a measured choice holds for: this CPU and this PyTorch."""
+    return {"cpu": cpu_model(), "torch": torch.__version__}
+
+
+def kernel_cache_path() -> Path:
+    """The measured choices: ``$PYELMO_KERNEL_CACHE/choices.json`` or ``~/.cache/pyelmo/kernels/choices.json``."""
+    from pyelmo.paths import user_cache_dir
+
+    return user_cache_dir("kernels", "PYELMO_KERNEL_CACHE") / "choices.json"
+
+
+def read_choices(path: Path, key: dict[str, str]) -> dict[str, str]:
+    """The choices stored at ``path`` for ``key``; none if the file is missing, unreadable,
+    corrupt, or measured on another CPU or PyTorch."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or any(data.get(k) != v for k, v in key.items()):
+        return {}
+    choices = data.get("choices")
+    return {k: v for k, v in choices.items() if v in KERNELS} if isinstance(choices, dict) else {}
+
+
+class MeasuredChoices:
+    """The measured kernel per shape class on this machine: once per process, kept on disk.
+
+    Entries are keyed by thread count, row class and weight shape; the file also holds the
+    :func:`machine_key`, and a file measured on another CPU or PyTorch is ignored and
+    replaced. It is written atomically; if it cannot be written the choices hold for this
+    process only.
+    """
+
+    def __init__(self) -> None:
+        self._key: dict[str, str] | None = None
+        self._choices: dict[str, str] = {}
+
+    def get(self, entry: str, measure: Callable[[], str]) -> str:
+        """The stored choice for ``entry``, else ``measure()``'s, stored."""
+        key = machine_key()
+        if key != self._key:
+            self._key, self._choices = key, read_choices(kernel_cache_path(), key)
+        if entry not in self._choices:
+            self._choices[entry] = measure()
+            self._save()
+        return self._choices[entry]
+
+    def _save(self) -> None:
+        from pyelmo.fileio import write_json_atomic
+
+        path = kernel_cache_path()
+        merged = {**read_choices(path, self._key), **self._choices}  # keep what other processes measured
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(path, {**self._key, "choices": dict(sorted(merged.items()))})
+        except OSError:
+            pass
+
+
+#: This process's measured choices.
+MEASURED = MeasuredChoices()
+
+
+def row_class(rows: int) -> int:
+    """The row class of a product of ``rows`` rows (see :data:`ROW_CLASSES`)."""
+    for size in ROW_CLASSES:
+        if rows <= size:
+            return size
+    return ROW_CLASSES[-1]
+
+
 class Products:
     """``x @ W^T`` for the modules: exact float32, or with bfloat16 inputs and weights.
 
-    On CPU the products run through oneDNN with each weight prepacked once into its
-    blocked layout (``onednn=None``: when the build has it). Here, in float32, that is 2-4x
-    faster than ``torch.mm`` (MKL) for the LSTM's shapes at the same precision: only the
-    order of the sums differs. Float32 products too small to gain (fewer than
-    ``ONEDNN_MIN_WORK`` multiply-adds) stay on ``torch.mm``. ``onednn=False`` forces
-    ``torch.mm`` throughout.
+    Float32 on CPU: each product runs through one of the :data:`KERNELS`, chosen per shape
+    class (row class, weight shape) by ``kernels`` (default ``$PYELMO_KERNELS``, else
+    ``"auto"``): ``"auto"`` times the available kernels on the product's own weight once
+    (:func:`measure_kernels`, a few ms per class) and keeps the fastest in
+    :data:`MEASURED` (on disk, per CPU and PyTorch version); ``"fixed"`` is the rule used
+    before measuring existed (oneDNN when available for products of at least
+    ``ONEDNN_MIN_WORK`` multiply-adds, else ``torch.mm``); a kernel's name forces it for
+    every product. All are exact float32: only the order of the sums differs.
+    ``onednn=False`` forces ``torch.mm`` (``kernels="mm"``), ``onednn=True`` the fixed rule.
+    With ``dtype=torch.bfloat16``, products run on bfloat16 inputs and weights, through
+    oneDNN when available.
 
-    Prepared weights (packed and/or cast to bfloat16, and any :meth:`derived` weight) are
-    made once per parameter, kept by this object while the parameter lives, and remade when
-    it changes (in-place update, reload, ``.to()``). ``differentiable``: only ``torch``
-    products on the parameters themselves (``PLAIN``), which autograd can follow.
+    Prepared weights (transposed, packed and/or cast to bfloat16, and any :meth:`derived`
+    weight) are made once per parameter, kept by this object while the parameter lives,
+    and remade when it changes (in-place update, reload, ``.to()``). ``differentiable``:
+    only ``torch`` products on the parameters themselves (``PLAIN``), which autograd can follow.
     """
 
-    def __init__(self, dtype: torch.dtype | None = None, onednn: bool | None = None) -> None:
+    def __init__(self, dtype: torch.dtype | None = None, onednn: bool | None = None,
+                 kernels: str | None = None) -> None:
         self.dtype = dtype
-        self.onednn = onednn_available() if onednn is None else onednn
-        self._weights: dict[tuple[int, bool], tuple[weakref.ref, tuple, torch.Tensor]] = {}
+        if kernels is None and onednn is not None:
+            kernels = "fixed" if onednn else "mm"
+        self.policy = kernel_policy(kernels)
+        self.onednn = self.policy != "mm" and onednn_available()
+        self._weights: dict[tuple[int, str], tuple[weakref.ref, tuple, torch.Tensor]] = {}
         self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
+        self._chosen: dict[tuple, str] = {}
 
     @property
     def differentiable(self) -> bool:
-        return self.dtype is None and not self.onednn
+        return self.dtype is None and self.policy == "mm"
 
     def __repr__(self) -> str:
-        return f"Products(dtype={self.dtype}, onednn={self.onednn})"
+        return f"Products(dtype={self.dtype}, kernels={self.policy!r})"
 
     def derived(self, owner: torch.nn.Module, build: Callable[[], object]) -> object:
         """``build()``'s result for ``owner`` (e.g. its weights rearranged), kept until its parameters change."""
@@ -121,40 +261,67 @@ class Products:
             self._derived[id(owner)] = cached
         return cached[2]
 
-    def _uses_onednn(self, x: torch.Tensor, w: torch.Tensor) -> bool:
-        if not (self.onednn and x.device.type == "cpu" and x.dtype == torch.float32):
-            return False
-        return self.dtype is not None or x.numel() // max(x.shape[-1], 1) * w.numel() >= ONEDNN_MIN_WORK
+    def kernel(self, x: torch.Tensor, w: torch.Tensor) -> str:
+        """The kernel that computes ``x @ w.T`` (see the class docstring)."""
+        if x.device.type != "cpu" or x.dtype != torch.float32:
+            return "mm"
+        if self.dtype is not None:
+            return "onednn" if self.onednn else "mm"
+        if self.policy in KERNELS:
+            return self.policy
+        rows = row_class(x.shape[0])
+        chosen = self._chosen.get((rows, w.shape))
+        if chosen is None:
+            if self.policy == "fixed":
+                chosen = fixed_kernel(x.shape[0], w)
+            else:
+                entry = f"threads={torch.get_num_threads()} rows={rows} weight={w.shape[0]}x{w.shape[1]}"
+                chosen = MEASURED.get(entry, lambda: measure_kernels(self, MEASURE_ROWS[rows], w))
+            self._chosen[(rows, w.shape)] = chosen
+        return chosen
 
-    def weight(self, w: torch.Tensor, packed: bool) -> torch.Tensor:
-        """``w`` in this path's precision, prepacked for oneDNN if ``packed``."""
+    def prepare(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
+        """``w`` in this path's precision as ``kernel`` takes it: ``W^T`` (a view for ``mm``, a
+        contiguous copy for ``mm_t``) or prepacked for oneDNN. Not kept: see :meth:`weight`."""
+        prepared = w.detach() if self.dtype is None else w.detach().to(self.dtype)
+        if kernel == "onednn":
+            return torch.ops.mkldnn._reorder_linear_weight(prepared, 32)
+        return prepared.t().contiguous() if kernel == "mm_t" else prepared.t()
+
+    def weight(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
+        """:meth:`prepare`'s ``w`` for ``kernel``, made once and kept while ``w`` is unchanged."""
+        if kernel == "mm" and self.dtype is None:
+            return w.t()  # the parameter itself: autograd follows it (PLAIN)
         key = (w.data_ptr(), w._version)  # a new dtype, device or shape means new storage
-        cached = self._weights.get((id(w), packed))
+        cached = self._weights.get((id(w), kernel))
         if cached is None or cached[0]() is not w or cached[1] != key:
-            prepared = w.detach() if self.dtype is None else w.detach().to(self.dtype)
-            if packed:
-                prepared = torch.ops.mkldnn._reorder_linear_weight(prepared, 32)
-            cached = (weakref.ref(w), key, prepared)
-            self._weights[(id(w), packed)] = cached
+            cached = (weakref.ref(w), key, self.prepare(w, kernel))
+            self._weights[(id(w), kernel)] = cached
         return cached[2]
 
-    def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ w.T (+ bias)`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``)."""
-        if self._uses_onednn(x, w):
+    def run(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
+            bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ W^T (+ bias)`` as float32 through ``kernel``, on its :meth:`prepare`'d weight."""
+        if kernel == "onednn":
             rows, padded = x.shape[0], onednn_rows(x.shape[0])
             if padded != rows:  # a few shapes only: oneDNN keeps a compiled kernel per shape
                 x = torch.cat([x, x.new_zeros(padded - rows, x.shape[1])])
             x = (x if self.dtype is None else x.to(self.dtype)).contiguous()
             exact_bias = bias if self.dtype is None else None
-            y = torch.ops.mkldnn._linear_pointwise(x, self.weight(w, packed=True), exact_bias, "none", [], "")[:rows]
+            y = torch.ops.mkldnn._linear_pointwise(x, prepared, exact_bias, "none", [], "")[:rows]
             if self.dtype is None:
                 return y
         elif self.dtype is None:
-            return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
+            return x @ prepared if bias is None else torch.addmm(bias, x, prepared)
         else:
-            y = x.to(self.dtype) @ self.weight(w, packed=False).t()
+            y = x.to(self.dtype) @ prepared
         y = y.float()
         return y if bias is None else y.add_(bias)
+
+    def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ w.T (+ bias)`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``)."""
+        kernel = self.kernel(x, w)
+        return self.run(kernel, x, self.weight(w, kernel), bias)
 
     def linear(self, x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
         """``layer(x)`` through these products."""
@@ -162,26 +329,71 @@ class Products:
             return F.linear(x, layer.weight, layer.bias)
         return self.mm(x, layer.weight, layer.bias)
 
-    def _plain(self, x: torch.Tensor, w: torch.Tensor) -> bool:
-        return self.dtype is None and not self._uses_onednn(x, w)
+    def _torch_kernel(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor | None:
+        """``W^T`` when ``x @ w.T`` runs as a float32 ``torch`` product (``out=`` works), else ``None``."""
+        kernel = self.kernel(x, w)
+        return self.weight(w, kernel) if self.dtype is None and kernel != "onednn" else None
 
     def addmm(self, bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out = bias + x @ w.T``."""
-        if self._plain(x, w):
-            return torch.addmm(bias, x, w.t(), out=out)
+        wt = self._torch_kernel(x, w)
+        if wt is not None:
+            return torch.addmm(bias, x, wt, out=out)
         return out.copy_(self.mm(x, w, bias))
 
     def addmm_(self, acc: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``acc += x @ w.T``."""
-        if self._plain(x, w):
-            return acc.addmm_(x, w.t())
+        wt = self._torch_kernel(x, w)
+        if wt is not None:
+            return acc.addmm_(x, wt)
         return acc.add_(self.mm(x, w))
 
     def mm_out(self, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out = x @ w.T``."""
-        if self._plain(x, w):
-            return torch.mm(x, w.t(), out=out)
+        wt = self._torch_kernel(x, w)
+        if wt is not None:
+            return torch.mm(x, wt, out=out)
         return out.copy_(self.mm(x, w))
+
+
+def time_kernels(products: Products, rows: int, w: torch.Tensor) -> dict[str, float]:
+    """Seconds of each available float32 kernel for ``rows`` rows times ``w.T`` on this machine, now.
+
+    Each kernel runs on ``w`` itself (prepared for it, then dropped) and random inputs, in
+    interleaved rounds after one warm-up round; each kernel's fastest call counts.
+    """
+    candidates = [k for k in KERNELS if k != "onednn" or onednn_available()]
+    with torch.no_grad():
+        x = torch.randn(rows, w.shape[1])
+        prepared = {k: products.prepare(w, k) for k in candidates}
+        best = dict.fromkeys(candidates, math.inf)
+        start = time.perf_counter()
+        for calls in range(MEASURE_CALLS + 1):
+            for k in candidates:
+                began = time.perf_counter()
+                products.run(k, x, prepared[k])
+                if calls:
+                    best[k] = min(best[k], time.perf_counter() - began)
+            if calls >= 2 and time.perf_counter() - start > MEASURE_SECONDS:
+                break
+    return best
+
+
+def fixed_kernel(rows: int, w: torch.Tensor) -> str:
+    """The fixed rule: oneDNN (when available) for products of at least ``ONEDNN_MIN_WORK`` multiply-adds."""
+    return "onednn" if onednn_available() and rows * w.numel() >= ONEDNN_MIN_WORK else "mm"
+
+
+def measure_kernels(products: Products, rows: int, w: torch.Tensor) -> str:
+    """The fastest float32 kernel for ``rows`` rows times ``w.T`` here (:func:`time_kernels`); the fixed
+    rule's kernel unless another is at least ``MEASURE_MARGIN`` faster (near-ties are measuring noise)."""
+    return choose_kernel(time_kernels(products, rows, w), rows, w)
+
+
+def choose_kernel(seconds: dict[str, float], rows: int, w: torch.Tensor) -> str:
+    """The kernel to keep given each kernel's ``seconds``: see :func:`measure_kernels`."""
+    fastest, default = min(seconds, key=seconds.__getitem__), fixed_kernel(rows, w)
+    return fastest if seconds[fastest] < (1 - MEASURE_MARGIN) * seconds[default] else default
 
 
 #: Plain differentiable ``torch`` products on the parameters themselves (training, the reference path).

@@ -14,7 +14,8 @@ only decides how rows are laid out and how the products run:
   No autograd.
 
 The product implementation is a separate, pluggable piece (:class:`pyelmo.kernels.Products`:
-``torch.mm``, oneDNN prepacked, bfloat16). :class:`RunOptions` holds the choice together
+``torch.mm``, oneDNN prepacked, chosen per shape by measuring on the machine at hand;
+bfloat16). :class:`RunOptions` holds the choice together
 with the token cache and, in stateful mode, the carried LSTM states; it belongs to whoever
 runs the model (``ElmoEmbedder``, ``Elmo``), never to the model.
 """
@@ -84,12 +85,15 @@ class RunOptions:
 
     @classmethod
     def inference(cls, *, stateful: bool = False, token_cache_size: int = 0, bf16: bool = False,
-                  onednn: bool | None = None, device: str | torch.device = "cpu") -> RunOptions:
+                  onednn: bool | None = None, kernels: str | None = None,
+                  device: str | torch.device = "cpu") -> RunOptions:
         """The packed strategy. ``bf16``: bfloat16 products (a warning and exact float32 on a CPU
-        without bfloat16 instructions); ``onednn``: prepacked oneDNN products (``None``: when available)."""
+        without bfloat16 instructions); ``kernels``: how the float32 products' kernels are chosen
+        (:class:`~pyelmo.kernels.Products`: ``"auto"``, measured here, by default); ``onednn=False``:
+        ``torch.mm`` only."""
         on_cpu = torch.device(device).type == "cpu"
         dtype = torch.bfloat16 if (bf16 and (not on_cpu or usable_bf16(True))) else None
-        return cls("packed", Products(dtype, onednn), TokenCache(token_cache_size) if token_cache_size > 0 else None,
+        return cls("packed", Products(dtype, onednn, kernels), TokenCache(token_cache_size) if token_cache_size > 0 else None,
                    CarriedStates() if stateful else None)
 
     @property

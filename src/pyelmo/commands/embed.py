@@ -14,13 +14,18 @@ keyed by its line index ("0", "1", ...), shaped (layers, tokens, dim) with --all
 (tokens, dim) with --top / --average, plus `sentence_to_index` (JSON) unless
 --forget-sentences. Work is kept in .OUTPUT.parts/ (one file per 4096 lines) and the
 output appears only when complete; after an interruption, --resume continues where the
-run stopped. Without --model or --options-file/--weight-file the shipped English model is used."""
+run stopped. Without --model or --options-file/--weight-file the shipped English model is used.
+
+Exact float32 products run through the fastest kernel for each shape on this CPU
+(torch.mm or oneDNN), measured once at first use and kept in ~/.cache/pyelmo/kernels/
+($PYELMO_KERNEL_CACHE); PYELMO_KERNELS=fixed|mm|mm_t|onednn skips the measuring."""
 
 
-BF16_HELP = ("reduced precision: matrix products in bfloat16 (states and sums stay float32); 1.0-2.2x the exact "
-             "mode's speed on CPUs with bfloat16 instructions; vectors differ from the exact ones by about 0.5%% of "
-             "their largest value (see benchmarks/RESULTS.md); on a CPU without bfloat16 instructions (e.g. AVX2 "
-             "only) it warns and computes exact float32")
+BF16_HELP = ("reduced precision: matrix products take bfloat16 inputs and weights (states, sums and outputs stay "
+             "float32); vectors differ from the exact ones by about 0.5%% of their largest value. On a CPU with "
+             "bfloat16 instructions (AVX512-BF16, AMX) the products run through oneDNN in bfloat16 (1.0-2.2x the "
+             "exact mode on an AMD EPYC with AVX512-BF16, benchmarks/RESULTS.md); on a CPU without them (e.g. AVX2 "
+             "only) it warns and computes exact float32 at the exact mode's speed; on a GPU, bfloat16 products")
 
 TOKENIZE_HELP = ("the lines are raw text: tokenize them (Moses-style, as `pyelmo similarity`) instead of splitting "
                  "on whitespace")

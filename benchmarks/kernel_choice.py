@@ -1,0 +1,61 @@
+"""What the runtime kernel choice (``pyelmo.kernels``) finds on this machine, and what it costs.
+
+For every product shape class of a released model size (``--configs``; random weights of that
+size), the time of each exact float32 kernel (``torch.mm`` on ``W`` as stored, ``torch.mm``
+on a contiguous ``W^T``, oneDNN prepacked), measured as ``kernels.time_kernels`` does at first
+use, the kernel kept (the fastest, unless within 10% of the fixed rule's), and the time all of a model's measurements took (once per machine,
+torch version and thread count: the choices are then read from the cache file).
+
+    python benchmarks/kernel_choice.py --configs small,original --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+
+def shapes(name: str) -> dict[str, tuple[int, int]]:
+    """The weights ``(out, in)`` of a model's products, by role."""
+    from pyelmo.bilm import BiLM
+    from pyelmo.config import preset
+    from pyelmo.kernels import padded_conv_weights
+
+    model = BiLM(preset(name))
+    encoder, layer = model.token_encoder, model.directions[0][0]
+    conv, _, _ = padded_conv_weights(encoder.convolutions)
+    return {"char convolutions": tuple(conv.shape), "highway": tuple(encoder.highways[0].carry.weight.shape),
+            "token projection": tuple(encoder.projection.weight.shape),
+            "LSTM gates (input and state)": tuple(layer.input_gates.weight.shape),
+            "LSTM projection": tuple(layer.projection.weight.shape)}
+
+
+def main() -> None:
+    from pyelmo.kernels import MEASURE_ROWS, Products, choose_kernel, cpu_model, time_kernels
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", default="small,original", type=lambda s: s.split(","))
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    products = Products(kernels="mm")
+    print(f"date {time.strftime('%Y-%m-%d %H:%M')}, CPU {cpu_model()}, torch {torch.__version__}, "
+          f"{args.threads} threads")
+    for name in args.configs:
+        print(f"\n{name}: microseconds per product (fastest call), by row class (measured at rows)")
+        print("| product | weight | rows | torch.mm | torch.mm on W^T | oneDNN | kept |\n|---|---|---|---|---|---|---|")
+        started = time.perf_counter()
+        for role, (out, inp) in shapes(name).items():
+            w = torch.randn(out, inp) * 0.05
+            for rows in MEASURE_ROWS.values():
+                seconds = time_kernels(products, rows, w)
+                cells = [f"{1e6 * seconds[k]:.0f}" if k in seconds else "-" for k in ("mm", "mm_t", "onednn")]
+                chosen = choose_kernel(seconds, rows, w)
+                print(f"| {role} | {out}x{inp} | {rows} | {' | '.join(cells)} | {chosen} |")
+        print(f"all of {name}'s classes measured in {time.perf_counter() - started:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""The runtime kernel choice (pyelmo.kernels): every kernel gives the reference outputs; the measured
+choice is kept on disk per CPU and PyTorch version, and a stale or corrupt cache is not trusted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from pyelmo import kernels
+from pyelmo.characters import batch_to_ids
+from pyelmo.errors import ConfigError
+from pyelmo.kernels import KERNELS, MeasuredChoices, Products, kernel_cache_path, onednn_available
+from pyelmo.strategy import RunOptions
+from pyelmo.weights import load_bilm_hdf5
+
+ATOL = 1e-5
+POLICIES = [k for k in kernels.KERNEL_POLICIES if k != "onednn" or onednn_available()]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh on-disk cache and a fresh in-process table (as in a new process); counts measurements."""
+    monkeypatch.setenv("PYELMO_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.delenv(kernels.KERNELS_ENV, raising=False)
+    monkeypatch.setattr(kernels, "MEASURED", MeasuredChoices())
+    measured = []
+    real = kernels.measure_kernels
+
+    def counting(products, rows, w):
+        measured.append((rows, tuple(w.shape)))
+        return real(products, rows, w)
+
+    monkeypatch.setattr(kernels, "measure_kernels", counting)
+    return measured
+
+
+def _product(products: Products, rows: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    x, w, b = torch.randn(rows, 24), torch.randn(40, 24), torch.randn(40)
+    with torch.no_grad():
+        return products.mm(x, w, b), torch.addmm(b, x, w.t())
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_kernel_policy_reproduces_the_reference(reference, policy, cache):
+    model = load_bilm_hdf5(reference.options, reference.weights)
+    options = RunOptions.inference(kernels=policy)
+    batch = reference.batch(0)
+    with torch.no_grad():
+        top = model(batch_to_ids(batch), options=options).layers[-1].numpy()
+    for k, sentence in enumerate(batch):
+        np.testing.assert_allclose(top[k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
+    assert bool(cache) == (policy == "auto")  # only "auto" measures
+
+
+@pytest.mark.parametrize("kernel", [k for k in KERNELS if k != "onednn" or onednn_available()])
+def test_forced_kernel_runs_every_product(kernel, cache):
+    products = Products(kernels=kernel)
+    y, expected = _product(products, rows=1)
+    assert products.kernel(torch.zeros(1, 24), torch.zeros(40, 24)) == kernel
+    assert (y - expected).abs().max() < ATOL
+    assert not cache
+
+
+def test_auto_measures_once_and_keeps_the_choice_on_disk(cache, monkeypatch):
+    y, expected = _product(Products())
+    assert (y - expected).abs().max() < ATOL
+    assert cache == [(8, (40, 24))]  # 3 rows: the 8-row class, measured at 8 rows
+    stored = json.loads(kernel_cache_path().read_text())
+    assert stored["cpu"] == kernels.cpu_model() and stored["torch"] == torch.__version__
+    (entry, choice), = stored["choices"].items()
+    assert "rows=8" in entry and "weight=40x24" in entry and choice in KERNELS
+
+    _product(Products())  # a second object in this process: no new measurement
+    monkeypatch.setattr(kernels, "MEASURED", MeasuredChoices())  # a new process: read from disk
+    products = Products()
+    _product(products)
+    assert len(cache) == 1
+    assert products.kernel(torch.zeros(3, 24), torch.zeros(40, 24)) == choice
+
+
+def test_the_measured_choice_is_the_one_used(cache, monkeypatch):
+    for kernel in [k for k in KERNELS if k != "onednn" or onednn_available()]:
+        monkeypatch.setattr(kernels, "MEASURED", MeasuredChoices())
+        kernel_cache_path().unlink(missing_ok=True)
+        monkeypatch.setattr(kernels, "measure_kernels", lambda products, rows, w, kernel=kernel: kernel)
+        products = Products()
+        y, expected = _product(products)
+        assert products.kernel(torch.zeros(3, 24), torch.zeros(40, 24)) == kernel
+        assert (y - expected).abs().max() < ATOL
+
+
+@pytest.mark.parametrize("change", ["cpu", "torch"])
+def test_cache_is_invalidated_when_the_cpu_or_torch_changes(cache, monkeypatch, change):
+    _product(Products())
+    assert len(cache) == 1
+    if change == "cpu":
+        monkeypatch.setattr(kernels, "cpu_model", lambda: "Another CPU [0123456789ab]")
+    else:
+        monkeypatch.setattr(torch, "__version__", "99.0.0+other")
+    _product(Products())  # same process, the machine key changed: measured again
+    assert len(cache) == 2
+    stored = json.loads(kernel_cache_path().read_text())
+    assert stored["cpu"] == kernels.cpu_model() and stored["torch"] == torch.__version__
+    assert len(stored["choices"]) == 1  # the other machine's entries are not kept
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"\xff\xfe\x00", b"[1, 2]", b'{"cpu": 1, "choices": 5}', b""])
+def test_corrupt_cache_is_ignored_and_replaced(cache, content):
+    kernel_cache_path().write_bytes(content)
+    y, expected = _product(Products())
+    assert (y - expected).abs().max() < ATOL
+    assert len(cache) == 1
+    assert json.loads(kernel_cache_path().read_text())["cpu"] == kernels.cpu_model()
+
+
+def test_stale_entries_are_not_trusted(cache):
+    key = kernels.machine_key()
+    entry = f"threads={torch.get_num_threads()} rows=8 weight=40x24"
+    kernel_cache_path().write_text(json.dumps({**key, "choices": {entry: "no-such-kernel"}}))
+    _product(Products())
+    assert len(cache) == 1
+
+
+def test_unwritable_cache_is_not_an_error(tmp_path, monkeypatch, cache):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("PYELMO_KERNEL_CACHE", str(blocker / "below"))  # its parent is a file
+    y, expected = _product(Products())
+    assert (y - expected).abs().max() < ATOL and len(cache) == 1
+
+
+def test_fixed_rule_and_bad_policy(cache, monkeypatch):
+    products = Products(kernels="fixed")
+    small, large = torch.zeros(1, 24), torch.zeros(4096, 128)
+    assert products.kernel(small, torch.zeros(40, 24)) == "mm"
+    assert products.kernel(large, torch.zeros(4096, 128)) == ("onednn" if onednn_available() else "mm")
+    assert Products(onednn=False).policy == "mm" and Products(onednn=False).differentiable
+    monkeypatch.setenv(kernels.KERNELS_ENV, "fastest")
+    with pytest.raises(ConfigError, match="PYELMO_KERNELS"):
+        Products()
+    assert not cache
+
+
+def test_help_and_import_measure_nothing(tmp_path):
+    env = {**os.environ, "PYELMO_KERNEL_CACHE": str(tmp_path)}
+    env.pop(kernels.KERNELS_ENV, None)
+    for args in (["-c", "import pyelmo, pyelmo.embed, pyelmo.strategy"], ["-m", "pyelmo", "embed", "--help"]):
+        subprocess.run([sys.executable, *args], check=True, env=env, stdout=subprocess.DEVNULL)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("faster, chosen", [(0.0, "fixed"), (0.05, "fixed"), (0.2, "other")])
+def test_measuring_keeps_the_fixed_rule_on_near_ties(monkeypatch, faster, chosen):
+    w = torch.zeros(40, 24)
+    default = kernels.fixed_kernel(8, w)
+    other = "mm_t"
+    times = {k: 1.0 for k in KERNELS}
+    times[other] = 1.0 - faster
+    monkeypatch.setattr(kernels, "time_kernels", lambda products, rows, w: times)
+    assert kernels.measure_kernels(Products(kernels="mm"), 8, w) == (default if chosen == "fixed" else other)
