@@ -128,8 +128,8 @@ def test_prepacked_weights_are_repacked_after_each_optimizer_step():
         want_loss, _ = _loss_and_grads(model, RunOptions(), True)
         got_loss, _ = _loss_and_grads(model, RunOptions("plain", products), True)
         torch.testing.assert_close(got_loss, want_loss, rtol=1e-5, atol=1e-5)
-        packed.append((products.weight(weight, packed=True), products.transposed_weight(weight)))
-        assert products.weight(weight, packed=True) is packed[-1][0]  # kept while the weight is unchanged
+        packed.append((products.weight(weight, "onednn"), products.transposed_weight(weight)))
+        assert products.weight(weight, "onednn") is packed[-1][0]  # kept while the weight is unchanged
         optimizer.step()
     assert packed[0][0] is not packed[1][0] and packed[0][1] is not packed[1][1]
 

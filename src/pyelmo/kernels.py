@@ -465,7 +465,7 @@ class _PrepackedLinear(torch.autograd.Function):
                 products: TrainingProducts) -> torch.Tensor:
         ctx.save_for_backward(x, w)
         ctx.products, ctx.has_bias = products, bias is not None
-        return products.prepacked_mm(x, products.weight(w, packed=True), bias)
+        return products.prepacked_mm(x, products.weight(w, "onednn"), bias)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
@@ -515,7 +515,7 @@ class TrainingProducts(Products):
 
     def _uses_onednn(self, x: torch.Tensor, w: torch.Tensor) -> bool:
         # under bfloat16 autocast the products stay with torch, which autocast casts
-        return not torch.is_autocast_enabled(x.device.type) and super()._uses_onednn(x, w)
+        return not torch.is_autocast_enabled(x.device.type) and self.onednn and self.kernel(x, w) == "onednn"
 
     def transposed_weight(self, w: torch.Tensor) -> torch.Tensor:
         """``w^T`` prepacked for oneDNN, kept until ``w`` changes."""
