@@ -100,9 +100,20 @@ def run(args: argparse.Namespace) -> None:
                                    "steps": saved["training"].get("steps"),
                                    "stopped": saved["training"]["stopped"],
                                    "train_seconds": saved["training"]["seconds"],
-                                   "wall_seconds": round(time.time() - started, 1)}
+                                   "wall_seconds": round(time.time() - started, 1),
+                                   "mix_weights": _mix_weights(out)}
                 _save(results_path, results)
                 print(f"    {metrics}  ({results[run_id]['wall_seconds']} s)", flush=True)
+
+
+def _mix_weights(model_dir: Path) -> list[list[float]]:
+    """The softmax weights of each learned ELMo mix of a trained task model (empty without ELMo)."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(model_dir / "model.safetensors"))
+    mixes = sorted(k for k in tensors if k.startswith("mixes.") and k.endswith(".scalar_parameters"))
+    return [[round(float(x), 4) for x in np.exp(tensors[k]) / np.exp(tensors[k]).sum()] for k in mixes]
 
 
 def _variant_args(variant: str, args: argparse.Namespace) -> list[str]:
@@ -195,10 +206,13 @@ def figure2(args: argparse.Namespace) -> None:
     import numpy as np
     from safetensors.numpy import load_file
 
+    results = _load(Path(args.results))
     weights = {}
     for task in TASKS:
-        rows = []
-        for model in sorted((Path(args.runs) / task).glob("static+elmo-s*")):
+        # recorded with the results; else read from the models under --runs
+        rows = [r["mix_weights"][0] for k, r in results.items()
+                if k.startswith(f"{task}/static+elmo/") and r.get("mix_weights")]
+        for model in [] if rows else sorted((Path(args.runs) / task).glob("static+elmo-s*")):
             w = load_file(str(model / "model.safetensors"))["mixes.0.scalar_parameters"]
             rows.append(np.exp(w) / np.exp(w).sum())
         if rows:
