@@ -14,6 +14,7 @@ Grids (variants; every variant is run for each task and seed):
   efficiency  static, static+elmo at 1% and 10% of train (paper section 5.4; 100% is table1)
   table2      top layer only | all layers lambda = 1     (lambda = 0.001 is table1's static+elmo)
   table3      ELMo at input and output (--elmo-output)   (input only is table1's static+elmo)
+  adapt       static+elmo with --adapted-model DIR, a biLM continued on the task's training text
 """
 
 from __future__ import annotations
@@ -38,15 +39,20 @@ VARIANTS = {
     "top-layer": ["--features", "static+elmo", "--top-layer"],
     "lambda=1": ["--features", "static+elmo", "--mix-l2", "1"],
     "elmo-output": ["--features", "static+elmo", "--elmo-output"],
+    # the biLM continued on the task's own training text (--adapted-model; docs/TASKS.md)
+    "static+elmo+adapted": ["--features", "static+elmo", "--model", "{adapted}"],
 }
 GRIDS = {
     "table1": ["static", "static+elmo"],
     "efficiency": ["static@1%", "static+elmo@1%", "static@10%", "static+elmo@10%"],
     "table2": ["top-layer", "lambda=1"],
     "table3": ["elmo-output"],
+    "adapt": ["static+elmo+adapted"],
 }
-#: Settings shared by every run (small task models; see docs/TASKS.md).
-COMMON = ["--hidden", "128", "--max-epochs", "8", "--patience", "2", "--max-minutes", "3", "--quiet"]
+#: Settings shared by every run (small task models; see docs/TASKS.md).  At least 300 updates
+#: (--min-steps) so that 1% / 10% runs train; 10 minutes is a bound no full run reaches here.
+COMMON = ["--hidden", "128", "--max-epochs", "8", "--patience", "2", "--min-steps", "300", "--max-minutes", "10",
+          "--quiet"]
 
 
 def _load(path: Path) -> dict:
@@ -79,7 +85,7 @@ def run(args: argparse.Namespace) -> None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 train = [*pyelmo, "task", "train", kind, "--train", str(data / f"train.{ext}"),
                          "--dev", str(data / f"dev.{ext}"), "--out", str(out), "--seed", str(seed),
-                         "--cache-dir", args.cache_dir, *VARIANTS[variant], *COMMON]
+                         "--cache-dir", args.cache_dir, *_variant_args(variant, args), *COMMON]
                 started = time.time()
                 print(f"[{time.strftime('%H:%M:%S')}] {run_id}", flush=True)
                 subprocess.run(train, check=True)
@@ -91,11 +97,29 @@ def run(args: argparse.Namespace) -> None:
                 results[run_id] = {"test": metrics, "command": " ".join(train[2:]),
                                    "best_dev": saved["training"]["best_dev"],
                                    "epochs": len(saved["training"]["history"]),
+                                   "steps": saved["training"].get("steps"),
                                    "stopped": saved["training"]["stopped"],
                                    "train_seconds": saved["training"]["seconds"],
-                                   "wall_seconds": round(time.time() - started, 1)}
+                                   "wall_seconds": round(time.time() - started, 1),
+                                   "mix_weights": _mix_weights(out)}
                 _save(results_path, results)
                 print(f"    {metrics}  ({results[run_id]['wall_seconds']} s)", flush=True)
+
+
+def _mix_weights(model_dir: Path) -> list[list[float]]:
+    """The softmax weights of each learned ELMo mix of a trained task model (empty without ELMo)."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(model_dir / "model.safetensors"))
+    mixes = sorted(k for k in tensors if k.startswith("mixes.") and k.endswith(".scalar_parameters"))
+    return [[round(float(x), 4) for x in np.exp(tensors[k]) / np.exp(tensors[k]).sum()] for k in mixes]
+
+
+def _variant_args(variant: str, args: argparse.Namespace) -> list[str]:
+    if "{adapted}" in VARIANTS[variant] and not args.adapted_model:
+        sys.exit(f"variant {variant} needs --adapted-model DIR")
+    return [a.replace("{adapted}", args.adapted_model or "") for a in VARIANTS[variant]]
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -129,11 +153,14 @@ TABLES = {
         "static@1%", "static+elmo@1%", "static@10%", "static+elmo@10%", "static", "static+elmo"],
     "Table 2: which layers (static + ELMo)": ["top-layer", "lambda=1", "static+elmo"],
     "Table 3: where ELMo enters the task model (static + ELMo)": ["static+elmo", "elmo-output"],
+    "Domain adaptation: the shipped biLM vs the biLM continued on the task's training text": [
+        "static", "static+elmo", "static+elmo+adapted"],
 }
 NAMES = {"bbc": "BBC topics (acc.)", "tweets": "tweet sentiment (acc.)", "pos": "Brown POS (acc.)",
          "ner": "NER, agreement with spaCy (span F1)"}
 HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lambda=1": "all layers, λ = 1",
-           "top-layer": "top layer only", "elmo-output": "input and output"}
+           "top-layer": "top layer only", "elmo-output": "input and output",
+           "static+elmo+adapted": "static + ELMo, adapted biLM"}
 
 
 def _cell(results: dict, task: str, variant: str) -> str:
@@ -179,10 +206,13 @@ def figure2(args: argparse.Namespace) -> None:
     import numpy as np
     from safetensors.numpy import load_file
 
+    results = _load(Path(args.results))
     weights = {}
     for task in TASKS:
-        rows = []
-        for model in sorted((Path(args.runs) / task).glob("static+elmo-s*")):
+        # recorded with the results; else read from the models under --runs
+        rows = [r["mix_weights"][0] for k, r in results.items()
+                if k.startswith(f"{task}/static+elmo/") and r.get("mix_weights")]
+        for model in [] if rows else sorted((Path(args.runs) / task).glob("static+elmo-s*")):
             w = load_file(str(model / "model.safetensors"))["mixes.0.scalar_parameters"]
             rows.append(np.exp(w) / np.exp(w).sum())
         if rows:
@@ -214,6 +244,7 @@ def main() -> None:
     parser.add_argument("--cache-dir", default="work-data/layer-cache", help="biLM layers shared by the runs")
     parser.add_argument("--results", default="benchmarks/task_results.json")
     parser.add_argument("--out", default="docs/task-layer-weights.png")
+    parser.add_argument("--adapted-model", metavar="DIR", help="the adapted biLM of the adapt grid (pyelmo train OUT/model)")
     args = parser.parse_args()
     {"prepare": prepare, "run": run, "report": report, "figure2": figure2}[args.action](args)
 

@@ -20,14 +20,14 @@ from pyelmo.cli import main
 from pyelmo.errors import InputError
 from pyelmo.tasks.data import read_classify, read_tagged
 from pyelmo.tasks.static import read_text_vectors
-from pyelmo.tasks.train import BiLMSource, TrainOptions, load_task, train_task
+from pyelmo.tasks.train import BiLMSource, TrainOptions, load_task, passes_per_epoch, train_task
 
 REF = Path(__file__).parent / "fixtures" / "reference"
 OPTIONS, WEIGHTS = REF / "allennlp" / "options.json", REF / "allennlp" / "lm_weights.hdf5"
 OTHER_OPTIONS, OTHER_WEIGHTS = REF / "bilm-tf" / "options.json", REF / "bilm-tf" / "lm_weights.hdf5"
 BILM_ARGS = ["--options-file", str(OPTIONS), "--weight-file", str(WEIGHTS)]
 POS, NEG, FILL = ["good", "great", "fine", "nice"], ["bad", "awful", "sad", "poor"], ["the", "a", "film", "was", "it"]
-FAST = dict(hidden=16, batch_size=8, lr=0.02, max_epochs=25, patience=6, progress=False)
+FAST = dict(hidden=16, batch_size=8, lr=0.02, max_epochs=25, patience=6, min_steps=0, progress=False)
 
 
 def _write_data(d: Path, seed: int = 0) -> None:
@@ -131,7 +131,7 @@ def test_cli_train_evaluate_predict(data, capsys):
     out = data / "cli-model"
     assert main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
                  "--out", str(out), *BILM_ARGS, "--static-vectors", str(data / "vec.txt"), "--features", "elmo",
-                 "--hidden", "8", "--max-epochs", "2", "--quiet"]) == 0
+                 "--hidden", "8", "--max-epochs", "2", "--min-steps", "0", "--quiet"]) == 0
     capsys.readouterr()
     assert main(["task", "evaluate", str(out), "--test", str(data / "test.tsv"), "--json", "--quiet"]) == 0
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -195,6 +195,22 @@ def test_a_different_bilm_is_refused(data, capsys):
     rc = main(["task", "predict", str(out), str(data / "test.tsv"), str(data / "p.tsv"), "--quiet",
                "--options-file", str(OTHER_OPTIONS), "--weight-file", str(OTHER_WEIGHTS)])
     assert rc == 1 and not (data / "p.tsv").exists()
+
+
+def test_min_steps_keeps_small_data_training(data):
+    # lr 0: the dev score never improves after epoch 1, so only --min-steps keeps training going;
+    # 10% of train is 6 examples, one batch per pass over them
+    quick = dict(features="static", lr=0.0, patience=1, max_epochs=10, train_fraction=0.1)
+    plain = json.loads((_train(data, "classify", out="plain", **quick) / "config.json").read_text())["training"]
+    assert plain["stopped"] == "early stopping" and plain["steps"] == 2 and len(plain["history"]) == 2
+    floor = json.loads((_train(data, "classify", out="floor", min_steps=40, **quick) / "config.json").read_text())
+    t = floor["training"]
+    assert floor["options"]["min_steps"] == 40
+    # ceil(40 / 10 epochs) = 4 updates per epoch = 4 passes; early stopping waits for 40 updates
+    assert [h["steps"] for h in t["history"]] == [4 * e for e in range(1, 11)] and t["stopped"] == "early stopping"
+    # full-size data: one pass per epoch, as without the floor
+    assert passes_per_epoch(1500, TrainOptions(max_epochs=8)) == 1
+    assert passes_per_epoch(15, TrainOptions(max_epochs=8)) == 38
 
 
 def test_existing_out_dir_is_refused_before_any_work(data, capsys):

@@ -62,6 +62,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--max-epochs", type=int, default=20, metavar="N", help="at most N epochs (default 20)")
     r.add_argument("--patience", type=int, default=3, metavar="N",
                    help="stop after N epochs without a better dev score (default 3)")
+    r.add_argument("--min-steps", type=int, default=300, metavar="N",
+                   help="train for at least N optimizer updates (default 300): early stopping waits for them, "
+                        "and on small data an epoch is several passes over it, so that --max-epochs epochs "
+                        "hold at least N updates (0: plain epochs)")
     r.add_argument("--batch-size", type=int, default=32, metavar="N", help="examples per batch (default 32)")
     r.add_argument("--lr", type=float, default=1e-3, metavar="X", help="Adam learning rate (default 0.001)")
     r.add_argument("--hidden", type=int, default=128, metavar="N", help="BiLSTM size per direction (default 128)")
@@ -120,12 +124,13 @@ def _train(args: argparse.Namespace) -> int:
 
     options = TrainOptions(features=args.features, seed=args.seed, train_fraction=args.train_fraction,
                            max_minutes=args.max_minutes, max_epochs=args.max_epochs, patience=args.patience,
+                           min_steps=args.min_steps,
                            batch_size=args.batch_size, lr=args.lr, hidden=args.hidden, mix_l2=args.mix_l2,
                            top_only=args.top_layer, elmo_output=args.elmo_output, pretokenized=args.pretokenized,
                            progress=not args.quiet, cache_dir=args.cache_dir)
     saved = train_task(args.kind, args.train, args.dev, args.out, options, _bilm_source(args), args.static_vectors)
     t = saved["training"]
-    print(f"saved {args.out}: best dev {t['best_dev']:.4f} after {len(t['history'])} epoch(s) "
+    print(f"saved {args.out}: best dev {t['best_dev']:.4f} after {len(t['history'])} epoch(s), {t['steps']} steps "
           f"({t['stopped']}, {t['seconds']:.0f} s)")
     return 0
 

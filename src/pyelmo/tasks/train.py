@@ -49,6 +49,7 @@ class TrainOptions:
     max_minutes: float | None = None
     max_epochs: int = 20
     patience: int = 3
+    min_steps: int = 300  # optimizer updates before early stopping may end training
     batch_size: int = 32
     lr: float = 1e-3
     hidden: int = 128
@@ -73,6 +74,8 @@ class TrainOptions:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1")
         if self.mix_l2 < 0:
             raise InputError("--mix-l2 must not be negative")
+        if self.min_steps < 0:
+            raise InputError("--min-steps must not be negative")
 
     @property
     def uses_static(self) -> bool:
@@ -140,6 +143,20 @@ def _subsample(examples: list[Example], fraction: float) -> list[Example]:
     k = max(1, round(fraction * len(examples)))
     order = random.Random(0).sample(range(len(examples)), k)
     return [examples[i] for i in sorted(order)]
+
+
+def _batch_count(n: int, batch_size: int, pool_batches: int = 50) -> int:
+    """How many batches ``_batches`` makes of ``n`` examples."""
+    pool = batch_size * pool_batches
+    return sum(math.ceil(min(pool, n - start) / batch_size) for start in range(0, n, pool))
+
+
+def passes_per_epoch(n_examples: int, options: TrainOptions) -> int:
+    """Passes over the training data per epoch: 1, or more for small data, so that
+    ``max_epochs`` epochs hold at least ``min_steps`` optimizer updates."""
+    per_pass = _batch_count(n_examples, options.batch_size)
+    wanted = math.ceil(options.min_steps / options.max_epochs)
+    return max(1, math.ceil(wanted / max(per_pass, 1)))
 
 
 def _batches(examples: Sequence[Example], batch_size: int, rng: random.Random) -> list[list[Example]]:
@@ -257,6 +274,7 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
                    if static else None),
         "options": {k: v for k, v in asdict(options).items() if k not in ("progress", "cache_dir")},
         "training": {"train_examples": len(train), "dev_examples": len(dev), "best_dev": best,
+                     "steps": history[-1]["steps"] if history else 0,
                      "stopped": stop, "seconds": round(time.monotonic() - started, 1), "history": history},
     }
     model.load_state_dict(best_state)
@@ -274,10 +292,11 @@ def _fit(runner: TaskRunner, train, dev, options: TrainOptions, started: float):
     optimizer = torch.optim.Adam(trainable, lr=options.lr)
     history: list[dict] = []
     best, best_state, since_best, stop = -math.inf, None, 0, "max epochs"
+    passes, steps = passes_per_epoch(len(train), options), 0
     for epoch in range(1, options.max_epochs + 1):
         model.train()
         total, count, timed_out = 0.0, 0, False
-        batches = _batches(train, options.batch_size, rng)
+        batches = [b for _ in range(passes) for b in _batches(train, options.batch_size, rng)]
         bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", leave=False, disable=not options.progress,
                    file=sys.stderr)
         for examples in bar:
@@ -287,6 +306,7 @@ def _fit(runner: TaskRunner, train, dev, options: TrainOptions, started: float):
             (loss + model.mix_penalty(options.mix_l2)).backward()
             torch.nn.utils.clip_grad_norm_(trainable, 5.0)
             optimizer.step()
+            steps += 1
             total += float(loss.detach()) * len(examples)
             count += len(examples)
             if time.monotonic() > deadline:
@@ -301,16 +321,16 @@ def _fit(runner: TaskRunner, train, dev, options: TrainOptions, started: float):
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         else:
             since_best += 1
-        history.append({"epoch": epoch, "loss": round(total / max(count, 1), 5), "dev": metrics,
+        history.append({"epoch": epoch, "steps": steps, "loss": round(total / max(count, 1), 5), "dev": metrics,
                         "seconds": round(time.monotonic() - started, 1)})
         if options.progress:
             name = "span F1" if metrics.get("span_f1") is not None else "accuracy"
             print(f"epoch {epoch}: loss {total / max(count, 1):.4f}  dev {name} {score:.4f}"
-                  f"{'  (best)' if improved else ''}", file=sys.stderr)
+                  f"  ({steps} steps){'  (best)' if improved else ''}", file=sys.stderr)
         if timed_out:
             stop = "time limit"
             break
-        if since_best >= options.patience:
+        if since_best >= options.patience and steps >= options.min_steps:
             stop = "early stopping"
             break
     return history, best, best_state, stop
