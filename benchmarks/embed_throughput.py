@@ -89,7 +89,8 @@ def machine_line(threads: int) -> str:
     its GEMM rates, measured now: printed with every table."""
     import torch
 
-    from pyelmo.kernels import bf16_supported, cpu_model
+    from pyelmo.kernelchoice import cpu_model
+    from pyelmo.kernels import bf16_supported
 
     torch.set_num_threads(threads)
     rates = matmul_rate(torch)

@@ -2,7 +2,7 @@
 
 For every product shape class of a released model size (``--configs``; random weights of that
 size), the time of each exact float32 kernel (``torch.mm`` on ``W`` as stored, ``torch.mm``
-on a contiguous ``W^T``, oneDNN prepacked), measured as ``kernels.time_kernels`` does at first
+on a contiguous ``W^T``, oneDNN prepacked), measured as ``kernelchoice.time_kernels`` does at first
 use, the kernel kept (the fastest, unless within 10% of the fixed rule's), and the time all of a model's measurements took (once per machine,
 torch version and thread count: the choices are then read from the cache file).
 
@@ -33,7 +33,8 @@ def shapes(name: str) -> dict[str, tuple[int, int]]:
 
 
 def main() -> None:
-    from pyelmo.kernels import MEASURE_ROWS, Products, choose_kernel, cpu_model, time_kernels
+    from pyelmo.kernelchoice import MEASURE_ROWS, choose_kernel, cpu_model, time_kernels
+    from pyelmo.kernels import Products
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default="small,original", type=lambda s: s.split(","))

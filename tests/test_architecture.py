@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "pyelmo"
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["errors", "fileio", "textfile", "paths", "characters", "tokenize", "batching"]),
     ("schemas", ["config", "vocab"]),
-    ("model", ["kernels", "encoder", "lstm", "strategy", "bilm", "fast"]),
+    ("model", ["kernelchoice", "kernels", "trainproducts", "encoder", "lstm", "strategy", "bilm", "fast"]),
     ("model files", ["weights", "downloads", "modelfiles", "hub", "interop", "models"]),
     ("uses of the model", ["embed", "embedfile", "sentenceindex", "mix", "lmtext", "lm", "predict", "senses", "demo", "corpus", "evaluation"]),
     ("applications", ["tasks", "serve", "integrations"]),

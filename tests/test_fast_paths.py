@@ -5,7 +5,6 @@ differentiable strategy, within 1e-5, with either product implementation."""
 from __future__ import annotations
 
 import json
-import math
 import random
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from pyelmo.bilm import BiLM
 from pyelmo.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.embed import ElmoEmbedder, token_budget_batches
-from pyelmo import kernels, strategy
+from pyelmo import kernelchoice, kernels, strategy
 from pyelmo.encoder import TokenCache, encode_distinct
 from pyelmo.kernels import PLAIN, Products, conv_max_gemm, onednn_available
 from pyelmo.strategy import CarriedStates, PackedRows, RunOptions, run_packed_pair
@@ -32,7 +31,7 @@ def products_backend(request, monkeypatch) -> str:
     """Every test runs once per float32 kernel, forced for every product (``$PYELMO_KERNELS``)."""
     if request.param == "onednn" and not onednn_available():
         pytest.skip("this PyTorch build has no oneDNN")
-    monkeypatch.setenv(kernels.KERNELS_ENV, request.param)
+    monkeypatch.setenv(kernelchoice.KERNELS_ENV, request.param)
     return request.param
 
 

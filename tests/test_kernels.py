@@ -12,31 +12,32 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo import kernels
+from pyelmo import kernelchoice
 from pyelmo.characters import batch_to_ids
 from pyelmo.errors import ConfigError
-from pyelmo.kernels import KERNELS, MeasuredChoices, Products, kernel_cache_path, onednn_available
+from pyelmo.kernelchoice import KERNELS, MeasuredChoices, kernel_cache_path, onednn_available
+from pyelmo.kernels import Products
 from pyelmo.strategy import RunOptions
 from pyelmo.weights import load_bilm_hdf5
 
 ATOL = 1e-5
-POLICIES = [k for k in kernels.KERNEL_POLICIES if k != "onednn" or onednn_available()]
+POLICIES = [k for k in kernelchoice.KERNEL_POLICIES if k != "onednn" or onednn_available()]
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     """A fresh on-disk cache and a fresh in-process table (as in a new process); counts measurements."""
     monkeypatch.setenv("PYELMO_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.delenv(kernels.KERNELS_ENV, raising=False)
-    monkeypatch.setattr(kernels, "MEASURED", MeasuredChoices())
+    monkeypatch.delenv(kernelchoice.KERNELS_ENV, raising=False)
+    monkeypatch.setattr(kernelchoice, "MEASURED", MeasuredChoices())
     measured = []
-    real = kernels.measure_kernels
+    real = kernelchoice.measure_kernels
 
     def counting(products, rows, w):
         measured.append((rows, tuple(w.shape)))
         return real(products, rows, w)
 
-    monkeypatch.setattr(kernels, "measure_kernels", counting)
+    monkeypatch.setattr(kernelchoice, "measure_kernels", counting)
     return measured
 
 
@@ -73,12 +74,12 @@ def test_auto_measures_once_and_keeps_the_choice_on_disk(cache, monkeypatch):
     assert (y - expected).abs().max() < ATOL
     assert cache == [(8, (40, 24))]  # 3 rows: the 8-row class, measured at 8 rows
     stored = json.loads(kernel_cache_path().read_text())
-    assert stored["cpu"] == kernels.cpu_model() and stored["torch"] == torch.__version__
+    assert stored["cpu"] == kernelchoice.cpu_model() and stored["torch"] == torch.__version__
     (entry, choice), = stored["choices"].items()
     assert "rows=8" in entry and "weight=40x24" in entry and choice in KERNELS
 
     _product(Products())  # a second object in this process: no new measurement
-    monkeypatch.setattr(kernels, "MEASURED", MeasuredChoices())  # a new process: read from disk
+    monkeypatch.setattr(kernelchoice, "MEASURED", MeasuredChoices())  # a new process: read from disk
     products = Products()
     _product(products)
     assert len(cache) == 1
@@ -87,9 +88,9 @@ def test_auto_measures_once_and_keeps_the_choice_on_disk(cache, monkeypatch):
 
 def test_the_measured_choice_is_the_one_used(cache, monkeypatch):
     for kernel in [k for k in KERNELS if k != "onednn" or onednn_available()]:
-        monkeypatch.setattr(kernels, "MEASURED", MeasuredChoices())
+        monkeypatch.setattr(kernelchoice, "MEASURED", MeasuredChoices())
         kernel_cache_path().unlink(missing_ok=True)
-        monkeypatch.setattr(kernels, "measure_kernels", lambda products, rows, w, kernel=kernel: kernel)
+        monkeypatch.setattr(kernelchoice, "measure_kernels", lambda products, rows, w, kernel=kernel: kernel)
         products = Products()
         y, expected = _product(products)
         assert products.kernel(torch.zeros(3, 24), torch.zeros(40, 24)) == kernel
@@ -101,13 +102,13 @@ def test_cache_is_invalidated_when_the_cpu_or_torch_changes(cache, monkeypatch, 
     _product(Products())
     assert len(cache) == 1
     if change == "cpu":
-        monkeypatch.setattr(kernels, "cpu_model", lambda: "Another CPU [0123456789ab]")
+        monkeypatch.setattr(kernelchoice, "cpu_model", lambda: "Another CPU [0123456789ab]")
     else:
         monkeypatch.setattr(torch, "__version__", "99.0.0+other")
     _product(Products())  # same process, the machine key changed: measured again
     assert len(cache) == 2
     stored = json.loads(kernel_cache_path().read_text())
-    assert stored["cpu"] == kernels.cpu_model() and stored["torch"] == torch.__version__
+    assert stored["cpu"] == kernelchoice.cpu_model() and stored["torch"] == torch.__version__
     assert len(stored["choices"]) == 1  # the other machine's entries are not kept
 
 
@@ -117,11 +118,11 @@ def test_corrupt_cache_is_ignored_and_replaced(cache, content):
     y, expected = _product(Products())
     assert (y - expected).abs().max() < ATOL
     assert len(cache) == 1
-    assert json.loads(kernel_cache_path().read_text())["cpu"] == kernels.cpu_model()
+    assert json.loads(kernel_cache_path().read_text())["cpu"] == kernelchoice.cpu_model()
 
 
 def test_stale_entries_are_not_trusted(cache):
-    key = kernels.machine_key()
+    key = kernelchoice.machine_key()
     entry = f"threads={torch.get_num_threads()} rows=8 weight=40x24"
     kernel_cache_path().write_text(json.dumps({**key, "choices": {entry: "no-such-kernel"}}))
     _product(Products())
@@ -142,7 +143,7 @@ def test_fixed_rule_and_bad_policy(cache, monkeypatch):
     assert products.kernel(small, torch.zeros(40, 24)) == "mm"
     assert products.kernel(large, torch.zeros(4096, 128)) == ("onednn" if onednn_available() else "mm")
     assert Products(onednn=False).policy == "mm" and Products(onednn=False).differentiable
-    monkeypatch.setenv(kernels.KERNELS_ENV, "fastest")
+    monkeypatch.setenv(kernelchoice.KERNELS_ENV, "fastest")
     with pytest.raises(ConfigError, match="PYELMO_KERNELS"):
         Products()
     assert not cache
@@ -150,7 +151,7 @@ def test_fixed_rule_and_bad_policy(cache, monkeypatch):
 
 def test_help_and_import_measure_nothing(tmp_path):
     env = {**os.environ, "PYELMO_KERNEL_CACHE": str(tmp_path)}
-    env.pop(kernels.KERNELS_ENV, None)
+    env.pop(kernelchoice.KERNELS_ENV, None)
     for args in (["-c", "import pyelmo, pyelmo.embed, pyelmo.strategy"], ["-m", "pyelmo", "embed", "--help"]):
         subprocess.run([sys.executable, *args], check=True, env=env, stdout=subprocess.DEVNULL)
     assert not list(tmp_path.iterdir())
@@ -159,9 +160,9 @@ def test_help_and_import_measure_nothing(tmp_path):
 @pytest.mark.parametrize("faster, chosen", [(0.0, "fixed"), (0.05, "fixed"), (0.2, "other")])
 def test_measuring_keeps_the_fixed_rule_on_near_ties(monkeypatch, faster, chosen):
     w = torch.zeros(40, 24)
-    default = kernels.fixed_kernel(8, w)
+    default = kernelchoice.fixed_kernel(8, w)
     other = "mm_t"
     times = {k: 1.0 for k in KERNELS}
     times[other] = 1.0 - faster
-    monkeypatch.setattr(kernels, "time_kernels", lambda products, rows, w: times)
-    assert kernels.measure_kernels(Products(kernels="mm"), 8, w) == (default if chosen == "fixed" else other)
+    monkeypatch.setattr(kernelchoice, "time_kernels", lambda products, rows, w: times)
+    assert kernelchoice.measure_kernels(Products(kernels="mm"), 8, w) == (default if chosen == "fixed" else other)

@@ -1,4 +1,4 @@
-"""Training's faster execution (``train.products``: pyelmo.kernels.TrainingProducts) computes the
+"""Training's faster execution (``train.products``: pyelmo.trainproducts.TrainingProducts) computes the
 same values and gradients as the plain modules (the trainer's option: tests/test_training.py)."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo import kernels
+from pyelmo import kernelchoice
 from pyelmo.bilm import BiLM
 from pyelmo.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.kernels import PLAIN, TrainingProducts, onednn_available, packed_positions
+from pyelmo.kernels import onednn_available
+from pyelmo.trainproducts import TrainingProducts, packed_positions
 from pyelmo.lm import LanguageModel
 from pyelmo.strategy import RunOptions
 from pyelmo.training.trainer import training_run_options
@@ -26,7 +27,7 @@ PRODUCTS = ["fused", pytest.param("onednn", marks=pytest.mark.skipif(not onednn_
 def every_product_through_onednn(monkeypatch):
     """oneDNN for every product size (not only the large ones), so the tiny models exercise it; one
     thread (tiny products: threads only add synchronisation on a busy machine)."""
-    monkeypatch.setattr(kernels, "ONEDNN_MIN_WORK", 0)
+    monkeypatch.setattr(kernelchoice, "ONEDNN_MIN_WORK", 0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import torch
 
 from pyelmo.encoder import TokenCache, TokenEncoder, encode_distinct
-from pyelmo.kernels import PLAIN, Products, TrainingProducts, run_pair_differentiable, usable_bf16
+from pyelmo.kernels import PLAIN, Products, usable_bf16
+from pyelmo.trainproducts import TrainingProducts, run_pair_differentiable
 from pyelmo.lstm import LstmWithProjection
 
 STRATEGIES = ("plain", "packed")

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from pyelmo.config import ElmoConfig
-from pyelmo.kernels import PLAIN, TrainingProducts, bf16_supported, usable_bf16
+from pyelmo.kernels import PLAIN, bf16_supported, usable_bf16
+from pyelmo.trainproducts import TrainingProducts
 from pyelmo.training.config import TrainConfig, config_from_dict
 from pyelmo.lm import LanguageModel, evaluate, load_language_model
 from pyelmo.lmtext import TokenizedText
@@ -77,7 +78,7 @@ def resolve_data(data_dir: PathLike | None, train: Sequence[PathLike] | None,
 
 def training_run_options(products: str) -> RunOptions:
     """The plain (differentiable) strategy with ``train.products``' implementation: ``"plain"`` (the
-    reference modules), ``"fused"`` or ``"onednn"`` (:class:`pyelmo.kernels.TrainingProducts`)."""
+    reference modules), ``"fused"`` or ``"onednn"`` (:class:`pyelmo.trainproducts.TrainingProducts`)."""
     if products == "plain":
         return RunOptions("plain", PLAIN)
     return RunOptions("plain", TrainingProducts(onednn=products == "onednn"))
