@@ -19,102 +19,25 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
 from pyelmo.errors import InputError
-from pyelmo.tasks import FEATURES, KINDS
+from pyelmo.tasks import KINDS
 from pyelmo.tasks.data import Example, label_set, read_examples
 from pyelmo.tasks.features import LayerCache, make_batch
 from pyelmo.tasks.metrics import classify_metrics, tag_metrics
 from pyelmo.tasks.model import ModelConfig, TaskModel
+from pyelmo.tasks.options import BiLMSource, TrainOptions, bilm_fingerprint
 from pyelmo.tasks.static import StaticVectors, load_static
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 VOCAB_NAME = "vocab.txt"
 FORMAT = "pyelmo-task-1"
-
-
-@dataclass
-class TrainOptions:
-    """How ``train_task`` trains (the command line's switches)."""
-
-    features: str = "static+elmo"
-    seed: int = 1
-    train_fraction: float = 1.0
-    max_minutes: float | None = None
-    max_epochs: int = 20
-    patience: int = 3
-    min_steps: int = 300  # optimizer updates before early stopping may end training
-    batch_size: int = 32
-    lr: float = 1e-3
-    hidden: int = 128
-    dropout: float = 0.2
-    elmo_dropout: float = 0.5
-    mix_l2: float = 1e-3
-    top_only: bool = False
-    elmo_output: bool = False
-    pretokenized: bool = False
-    progress: bool = True
-    cache_dir: str | None = None  # biLM layers kept on disk across runs (None: in memory only)
-
-    def check(self) -> None:
-        if self.features not in FEATURES:
-            raise InputError(f"--features must be one of {', '.join(FEATURES)}, got {self.features!r}")
-        if not 0 < self.train_fraction <= 1:
-            raise InputError(f"--train-fraction must be in (0, 1], got {self.train_fraction}")
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            raise InputError(f"--max-minutes must be positive, got {self.max_minutes}")
-        for name in ("max_epochs", "batch_size", "hidden"):
-            if getattr(self, name) < 1:
-                raise InputError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.mix_l2 < 0:
-            raise InputError("--mix-l2 must not be negative")
-        if self.min_steps < 0:
-            raise InputError("--min-steps must not be negative")
-
-    @property
-    def uses_static(self) -> bool:
-        return "static" in self.features
-
-    @property
-    def uses_elmo(self) -> bool:
-        return "elmo" in self.features
-
-
-@dataclass
-class BiLMSource:
-    """Which biLM: a native folder (``model``), released files (``model`` + ``weight_file``), or the shipped one."""
-
-    model: str | None = None
-    weight_file: str | None = None
-
-    def absolute(self) -> "BiLMSource":
-        def resolve(p):
-            return None if p is None else str(Path(p).resolve())
-        return BiLMSource(resolve(self.model), resolve(self.weight_file))
-
-    def describe(self) -> str:
-        if self.model is None:
-            return "the shipped English model"
-        return self.model if self.weight_file is None else f"{self.model} + {self.weight_file}"
-
-    def load(self):
-        from pyelmo.models import load
-
-        bilm = load(self.model, self.weight_file)
-        bilm.eval()
-        return bilm
-
-
-def bilm_fingerprint(bilm) -> str:
-    from pyelmo.weights import model_fingerprint
-
-    return model_fingerprint(bilm)
 
 
 def _warn(message: str) -> None:

@@ -1,4 +1,4 @@
-"""Training data order: length-bucketed, shuffled batches in a resumable order, sharded over ranks.
+"""Training data: the files (:func:`resolve_data`) and their order: length-bucketed, shuffled batches in a resumable order, sharded over ranks.
 
 The sentences and batches themselves are ``pyelmo.lmtext`` (shared with perplexity).
 The order of an epoch depends only on ``(seed, epoch)``: sentences are shuffled,
@@ -8,9 +8,14 @@ are shuffled. ``(epoch, position)`` then names the next batch, so a run can resu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
 import numpy as np
 
 from pyelmo.batching import token_budget_batches
+from pyelmo.fileio import PathLike
 from pyelmo.vocab import DataError
 
 
@@ -55,3 +60,32 @@ class DataOrder:
 def shard(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
     """This rank's rows of a (length-sorted) global batch: every ``world_size``-th row."""
     return rows[rank::world_size]
+
+
+@dataclass
+class DataFiles:
+    train: list[str]
+    valid: list[str]
+
+
+def resolve_data(data_dir: PathLike | None, train: Sequence[PathLike] | None,
+                 valid: Sequence[PathLike] | None) -> DataFiles:
+    """Training and validation files from a corpus directory and/or explicit file lists."""
+    from pyelmo.vocab import text_files
+
+    train_files: list[Path] = []
+    valid_files: list[Path] = []
+    if data_dir is not None:
+        d = Path(data_dir)
+        if not d.exists():
+            raise DataError(f"data directory not found: {d}")
+        train_files = text_files(d, "train")
+        if (d / "valid").is_dir():
+            valid_files = sorted(p for p in (d / "valid").glob("*.txt") if p.is_file())
+    for f in train or []:
+        train_files.extend(text_files(f))
+    for f in valid or []:
+        valid_files.extend(text_files(f))
+    if not train_files:
+        raise DataError("no training data: give --data DIR or --train FILES")
+    return DataFiles([str(p) for p in train_files], [str(p) for p in valid_files])

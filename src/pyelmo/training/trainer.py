@@ -21,19 +21,18 @@ import numpy as np
 import torch
 
 from pyelmo.config import ElmoConfig
-from pyelmo.kernels import PLAIN, bf16_supported, usable_bf16
-from pyelmo.trainproducts import TrainingProducts
+from pyelmo.kernels import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
 from pyelmo.lm import LanguageModel, evaluate, load_language_model
 from pyelmo.lmtext import TokenizedText
-from pyelmo.strategy import RunOptions
-from pyelmo.training.data import DataOrder, shard
+from pyelmo.training.data import DataFiles, DataOrder, resolve_data, shard  # noqa: F401 (resolve_data: its former home)
 from pyelmo.vocab import DataError, Vocabulary, vocab_from_files
 from pyelmo.fileio import PathLike, write_text_atomic
 from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,  # noqa: F401
                                          CheckpointError, copy_dir_atomic, load_checkpoint, metrics_record_step,
                                          plot_metrics, remove_stale_temporaries, torch_save_atomic)
 from pyelmo.training.distributed import setup_distributed
+from pyelmo.training.step import make_optimizer, training_run_options  # noqa: F401 (training_run_options: its former home)
 
 @dataclass
 class TrainResult:
@@ -45,43 +44,6 @@ class TrainResult:
     tokens: int
     best_valid_ppl: float | None
     final_loss: float | None
-
-
-@dataclass
-class DataFiles:
-    train: list[str]
-    valid: list[str]
-
-
-def resolve_data(data_dir: PathLike | None, train: Sequence[PathLike] | None,
-                 valid: Sequence[PathLike] | None) -> DataFiles:
-    """Training and validation files from a corpus directory and/or explicit file lists."""
-    from pyelmo.vocab import text_files
-
-    train_files: list[Path] = []
-    valid_files: list[Path] = []
-    if data_dir is not None:
-        d = Path(data_dir)
-        if not d.exists():
-            raise DataError(f"data directory not found: {d}")
-        train_files = text_files(d, "train")
-        if (d / "valid").is_dir():
-            valid_files = sorted(p for p in (d / "valid").glob("*.txt") if p.is_file())
-    for f in train or []:
-        train_files.extend(text_files(f))
-    for f in valid or []:
-        valid_files.extend(text_files(f))
-    if not train_files:
-        raise DataError("no training data: give --data DIR or --train FILES")
-    return DataFiles([str(p) for p in train_files], [str(p) for p in valid_files])
-
-
-def training_run_options(products: str) -> RunOptions:
-    """The plain (differentiable) strategy with ``train.products``' implementation: ``"plain"`` (the
-    reference modules), ``"fused"`` or ``"onednn"`` (:class:`pyelmo.trainproducts.TrainingProducts`)."""
-    if products == "plain":
-        return RunOptions("plain", PLAIN)
-    return RunOptions("plain", TrainingProducts(onednn=products == "onednn"))
 
 
 # -- the trainer ----------------------------------------------------------------------------
@@ -145,7 +107,7 @@ class Trainer:
                                d.pool_batches)
 
         self.run_options = training_run_options(config.train.products)
-        self.optimizer = self._make_optimizer()
+        self.optimizer = make_optimizer(self.model.parameters(), config.optim)
         if self.dist.world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -172,13 +134,6 @@ class Trainer:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise CheckpointError(f"cannot resume: {path} unreadable ({exc})") from None
-
-    def _make_optimizer(self) -> torch.optim.Optimizer:
-        o = self.config.optim
-        params = list(self.model.parameters())
-        if o.name == "adagrad":
-            return torch.optim.Adagrad(params, lr=o.lr, initial_accumulator_value=o.initial_accumulator)
-        return torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
 
     def _write_start(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
