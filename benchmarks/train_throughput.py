@@ -30,7 +30,8 @@ import torch
 
 from pyelmo.config import ElmoConfig
 from pyelmo.training.config import PRODUCTS, config_from_dict
-from pyelmo.training.trainer import Trainer, resolve_data
+from pyelmo.training.data import resolve_data
+from pyelmo.training.trainer import Trainer
 
 CONFIGS = {
     # the released "small" model's sizes, bilm-tf's softmax (8192 negatives)

@@ -19,7 +19,8 @@ from pyelmo.lmtext import TokenizedText
 from pyelmo.training.data import DataOrder, shard
 from pyelmo.kernels import PLAIN
 from pyelmo.lm import LanguageModel, evaluate, full_softmax_nll, perplexity
-from pyelmo.training.trainer import Trainer, resolve_data, train
+from pyelmo.training.data import resolve_data
+from pyelmo.training.trainer import Trainer, train
 from pyelmo.vocab import Vocabulary, vocab_from_files
 from pyelmo.weights import from_pretrained, load_bilm_hdf5, load_native_tensors
 

@@ -18,7 +18,7 @@ from pyelmo.kernels import onednn_available
 from pyelmo.trainproducts import TrainingProducts, packed_positions
 from pyelmo.lm import LanguageModel
 from pyelmo.strategy import RunOptions
-from pyelmo.training.trainer import training_run_options
+from pyelmo.training.step import training_run_options
 
 PRODUCTS = ["fused", pytest.param("onednn", marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN"))]
 

@@ -8,13 +8,12 @@ products through oneDNN with prepacked weights, forward and backward (:class:`_P
 
 from __future__ import annotations
 
-import weakref
 from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from pyelmo.kernels import Products, onednn_available, onednn_rows
+from pyelmo.kernels import Products, onednn_available
 
 
 class _PrepackedLinear(torch.autograd.Function):
@@ -30,7 +29,7 @@ class _PrepackedLinear(torch.autograd.Function):
                 products: TrainingProducts) -> torch.Tensor:
         ctx.save_for_backward(x, w)
         ctx.products, ctx.has_bias = products, bias is not None
-        return products.prepacked_mm(x, products.weight(w, "onednn"), bias)
+        return products.run("onednn", x, products.weight(w, "onednn"), bias)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
@@ -39,7 +38,7 @@ class _PrepackedLinear(torch.autograd.Function):
         grad = grad.contiguous()
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_x = products.prepacked_mm(grad, products.transposed_weight(w), None)
+            grad_x = products.run("onednn", grad, products.transposed_weight(w))
         if ctx.needs_input_grad[1]:
             grad_w = grad.t().mm(x)
         if ctx.has_bias and ctx.needs_input_grad[2]:
@@ -65,7 +64,6 @@ class TrainingProducts(Products):
 
     def __init__(self, onednn: bool = False) -> None:
         super().__init__(None, onednn=onednn and onednn_available())
-        self._transposed: dict[int, tuple[weakref.ref, tuple, torch.Tensor]] = {}
 
     @property
     def differentiable(self) -> bool:
@@ -82,24 +80,15 @@ class TrainingProducts(Products):
         # under bfloat16 autocast the products stay with torch, which autocast casts
         return not torch.is_autocast_enabled(x.device.type) and self.onednn and self.kernel(x, w) == "onednn"
 
+    def prepare(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
+        """As :meth:`Products.prepare`, and ``"onednn_t"``: ``w^T`` prepacked for oneDNN (the backward's product)."""
+        if kernel == "onednn_t":
+            return super().prepare(w.detach().t().contiguous(), "onednn")
+        return super().prepare(w, kernel)
+
     def transposed_weight(self, w: torch.Tensor) -> torch.Tensor:
         """``w^T`` prepacked for oneDNN, kept until ``w`` changes."""
-        key = (w.data_ptr(), w._version)
-        cached = self._transposed.get(id(w))
-        if cached is None or cached[0]() is not w or cached[1] != key:
-            with torch.no_grad():
-                packed = torch.ops.mkldnn._reorder_linear_weight(w.detach().t().contiguous(), 32)
-            cached = (weakref.ref(w), key, packed)
-            self._transposed[id(w)] = cached
-        return cached[2]
-
-    @staticmethod
-    def prepacked_mm(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        """``x @ W^T (+ bias)`` with ``W`` prepacked, rows padded to :func:`onednn_rows` sizes."""
-        rows, padded = x.shape[0], onednn_rows(x.shape[0])
-        if padded != rows:
-            x = torch.cat([x, x.new_zeros(padded - rows, x.shape[1])])
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")[:rows]
+        return self.weight(w, "onednn_t")
 
     def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ w.T (+ bias)``, differentiable."""

@@ -63,7 +63,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.training.config import ConfigError, load_config
-    from pyelmo.training.trainer import RUN_NAME, Trainer, resolve_data
+    from pyelmo.training.data import resolve_data
+    from pyelmo.training.trainer import RUN_NAME, Trainer
 
     overrides = list(args.set)
     for flag, key, _, _ in FLAGS + [("--bf16", "train.bf16", bool, "")]:

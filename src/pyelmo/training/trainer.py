@@ -25,14 +25,14 @@ from pyelmo.kernels import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
 from pyelmo.lm import LanguageModel, evaluate, load_language_model
 from pyelmo.lmtext import TokenizedText
-from pyelmo.training.data import DataFiles, DataOrder, resolve_data, shard  # noqa: F401 (resolve_data: its former home)
+from pyelmo.training.data import DataFiles, DataOrder, resolve_data, shard
 from pyelmo.vocab import DataError, Vocabulary, vocab_from_files
 from pyelmo.fileio import PathLike, write_text_atomic
 from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,  # noqa: F401
                                          CheckpointError, copy_dir_atomic, load_checkpoint, metrics_record_step,
                                          plot_metrics, remove_stale_temporaries, torch_save_atomic)
 from pyelmo.training.distributed import setup_distributed
-from pyelmo.training.step import make_optimizer, training_run_options  # noqa: F401 (training_run_options: its former home)
+from pyelmo.training.step import make_optimizer, training_run_options
 
 @dataclass
 class TrainResult:
