@@ -20,6 +20,11 @@ distributed (DistributedDataParallel; gloo on CPU, nccl on GPU; only rank 0 writ
                   --rdzv_backend c10d --rdzv_endpoint HOST:29500 -m pyelmo train ...
   data.batch_tokens is the GLOBAL batch; each rank gets every world-th sentence of it.
   --out must be on a filesystem shared by all nodes for --resume.
+
+stopping: SIGTERM or SIGINT (Ctrl-C) finishes the optimizer step in progress (on every rank),
+writes checkpoint.pt, prints the step and the --resume command, and exits with 143 (SIGTERM)
+or 130 (SIGINT); model/ is written only by a run that ends by its own rules. A second signal,
+more than 2 s after the first, aborts at once without a checkpoint.
 """
 
 FLAGS = [  # (flag, config key, type, help)
@@ -96,6 +101,16 @@ def run(args: argparse.Namespace) -> int:
     trainer = Trainer(config, out, data, resume=args.resume, init_from=args.init_from,
                       progress=not args.no_progress)
     result = trainer.run()
+    if result.signal is not None:
+        import signal
+
+        from pyelmo.training.stop import exit_code
+
+        if trainer.dist.main:
+            print(f"stopped by {signal.Signals(result.signal).name} at step {result.steps} "
+                  f"({result.tokens} tokens); checkpoint: {out / 'checkpoint.pt'}; continue with: "
+                  f"pyelmo train --out {out} --resume", flush=True)
+        return exit_code(result.signal)
     if trainer.dist.main:
         best = f", best validation perplexity {result.best_valid_ppl:.2f}" if result.best_valid_ppl else ""
         why = f" ({trainer.stopped})" if trainer.stopped else ""

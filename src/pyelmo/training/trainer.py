@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_N
                                          plot_metrics, remove_stale_temporaries, torch_save_atomic)
 from pyelmo.training.distributed import setup_distributed
 from pyelmo.training.step import make_optimizer, training_run_options
+from pyelmo.training.stop import StopRequest
 
 @dataclass
 class TrainResult:
@@ -44,6 +46,7 @@ class TrainResult:
     tokens: int
     best_valid_ppl: float | None
     final_loss: float | None
+    signal: int | None = None  # SIGTERM / SIGINT that stopped the run at a checkpoint (``model/`` not written)
 
 
 # -- the trainer ----------------------------------------------------------------------------
@@ -122,6 +125,7 @@ class Trainer:
         self.bad_evals = 0
         self.elapsed = 0.0
         self.stopped = ""
+        self.signal: int | None = None
         if self.checkpoint is not None:
             self._restore(self.checkpoint)
         elif self.dist.main:
@@ -229,7 +233,28 @@ class Trainer:
         return result.as_dict()
 
     # -- the loop ----------------------------------------------------------------------------
-    def run(self) -> TrainResult:
+    def run(self, handle_signals: bool = True) -> TrainResult:
+        """Train until a stopping rule holds, then validate, checkpoint and write ``model/``.
+
+        With ``handle_signals`` (main thread only), SIGTERM or SIGINT stops the run after the
+        optimizer step in progress, on every rank at the same step: the checkpoint is written
+        (``--resume`` continues from it), ``model/`` is not, and the result's ``signal`` says which.
+        """
+        request = StopRequest()
+        with request if handle_signals else contextlib.nullcontext():
+            return self._run(request)
+
+    def _stop_flags(self, start: float, request: StopRequest) -> tuple[bool, int | None]:
+        """(time limit reached, stop signal) agreed by all ranks: one small all-reduce per step."""
+        t = self.config.train
+        late = bool(t.max_minutes) and time.perf_counter() - start > 60 * t.max_minutes
+        flags = torch.tensor([float(late), float(request.signum == signal.SIGTERM),
+                              float(request.signum == signal.SIGINT)])
+        flags = self.dist.all_reduce(flags)
+        received = signal.SIGTERM if flags[1] > 0 else signal.SIGINT if flags[2] > 0 else None
+        return bool(flags[0] > 0), received
+
+    def _run(self, request: StopRequest) -> TrainResult:
         t = self.config.train
         per_epoch = len(self.order.epoch_batches(0))
         total = min(t.max_steps or per_epoch * t.max_epochs, per_epoch * t.max_epochs)
@@ -273,9 +298,11 @@ class Trainer:
                     stop = self._evaluate_and_decide() or stop
                 if t.max_steps and self.step >= t.max_steps:
                     stop = True
-                if t.max_minutes and not stop:
-                    flag = torch.tensor([float(time.perf_counter() - start > 60 * t.max_minutes)])
-                    if float(self.dist.all_reduce(flag)[0]) > 0:
+                if not stop:
+                    late, received = self._stop_flags(start, request)
+                    if received is not None:
+                        stop, self.signal, self.stopped = True, int(received), f"stopped by {received.name}"
+                    elif late:
                         stop, self.stopped = True, "time limit"
                 self.elapsed = time.perf_counter() - start
                 if stop:
@@ -287,16 +314,16 @@ class Trainer:
                 self.order.position = 0
         if bar is not None:
             bar.close()
-        if self.valid_text is not None and (not t.eval_every or self.step % t.eval_every):
+        if self.signal is None and self.valid_text is not None and (not t.eval_every or self.step % t.eval_every):
             self._evaluate_and_decide()
         self.elapsed = time.perf_counter() - start
         self.save_checkpoint()
-        model_dir = self._save_final(last_loss)
+        model_dir = self.out / "model" if self.signal is not None else self._save_final(last_loss)
         if self.dist.world > 1:
             torch.distributed.barrier()
             if self.dist.initialized_here:
                 torch.distributed.destroy_process_group()
-        return TrainResult(self.out, model_dir, self.step, self.tokens, self.best, last_loss)
+        return TrainResult(self.out, model_dir, self.step, self.tokens, self.best, last_loss, self.signal)
 
     def _evaluate_and_decide(self) -> bool:
         """Validate, keep the best model, and say whether early stopping ends the run."""
