@@ -16,6 +16,16 @@ from pyelmo.vocab import SPECIALS, Vocabulary
 BLANK = "___"
 
 
+def blank_tokens(sentence: str) -> list[str]:
+    """Tokenize raw text with one ``___`` marking the word to predict (kept as one token)."""
+    from pyelmo.tokenize import tokenize
+
+    parts = sentence.split(BLANK)
+    if len(parts) != 2:
+        raise InputError(f"mark exactly one word to predict with {BLANK}")
+    return tokenize(parts[0]) + [BLANK] + tokenize(parts[1])
+
+
 @dataclass
 class Predictions:
     """Top-k ``(word, probability)`` lists from each direction and their combination."""

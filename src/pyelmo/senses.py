@@ -71,8 +71,13 @@ def nearest_sense_accuracy(vectors: np.ndarray, words: Sequence[str], senses: Se
     examples is most cosine-similar. Ties (e.g. identical context-free vectors) score
     1 / (number of tied senses), so a context-independent layer sits at chance.
     """
+    return float(nearest_sense_scores(vectors, words, senses).mean())
+
+
+def nearest_sense_scores(vectors: np.ndarray, words: Sequence[str], senses: Sequence[str]) -> np.ndarray:
+    """``(n,)``: each example's score in :func:`nearest_sense_accuracy` (1 right, 0 wrong, a share on ties)."""
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
-    score = 0.0
+    scores = np.zeros(len(words))
     for i, (word, sense) in enumerate(zip(words, senses)):
         sims = {}
         for candidate in sorted({s for w, s in zip(words, senses) if w == word}):
@@ -82,14 +87,18 @@ def nearest_sense_accuracy(vectors: np.ndarray, words: Sequence[str], senses: Se
                 sims[candidate] = float(centroid @ unit[i] / max(np.linalg.norm(centroid), 1e-12))
         best = max(sims.values())
         winners = [s for s, v in sims.items() if abs(v - best) <= 1e-6]
-        score += (sense in winners) / len(winners)
-    return score / len(words)
+        scores[i] = (sense in winners) / len(winners)
+    return scores
+
+
+def example_vectors(embedder, examples: Sequence[SenseExample]) -> np.ndarray:
+    """``(n_examples, L, D)``: each example's word's vectors at every layer."""
+    outputs = embedder.embed_batch([list(e.tokens) for e in examples])
+    return np.stack([out[:, find_word(e.tokens, e.word)] for e, out in zip(examples, outputs)])
 
 
 def sense_accuracy_per_layer(embedder, examples: Sequence[SenseExample]) -> dict[str, float]:
     """Nearest-sense accuracy at every layer and at the layer average."""
-    outputs = embedder.embed_batch([list(e.tokens) for e in examples])
-    vectors = np.stack([out[:, find_word(e.tokens, e.word)] for e, out in zip(examples, outputs)])
-    vectors, names = with_average_layer(vectors)
+    vectors, names = with_average_layer(example_vectors(embedder, examples))
     words, senses = [e.word for e in examples], [f"{e.word}/{e.sense}" for e in examples]
     return {name: nearest_sense_accuracy(vectors[:, k], words, senses) for k, name in enumerate(names)}

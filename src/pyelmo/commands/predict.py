@@ -24,15 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.errors import InputError
-    from pyelmo.predict import BLANK, WordPredictor
-    from pyelmo.tokenize import tokenize
+    from pyelmo.predict import WordPredictor, blank_tokens
 
     if args.top < 1:
         raise InputError("-k must be at least 1")
-    parts = args.sentence.split(BLANK)
-    if len(parts) != 2:
-        raise InputError(f"mark exactly one word to predict with {BLANK}")
-    tokens = tokenize(parts[0]) + [BLANK] + tokenize(parts[1])
+    tokens = blank_tokens(args.sentence)
     predictions = WordPredictor.from_pretrained(args.model).predict(tokens, k=args.top)
     columns = [("forward", predictions.forward), ("backward", predictions.backward),
                ("combined", predictions.combined)]
