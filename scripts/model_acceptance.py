@@ -73,7 +73,21 @@ def senses_figure(model_dir: Path, senses_file: Path) -> dict[str, Any]:
                              "accuracy": float(np.mean([s for q, s in zip(places, scores) if q == p]))}
                          for p in sorted(set(places))},
             "pair_similarity": pair_similarity(top, words, senses, places),
-            "position_correlation": position_correlation(top, words, senses, index, after)}
+            "position_correlation": position_correlation(top, words, senses, index, after),
+            "other_sense_closer_in_index": other_sense_closer(scores, words, senses, index)}
+
+
+def other_sense_closer(scores: np.ndarray, words: list[str], senses: list[str], index: np.ndarray) -> dict[str, list]:
+    """Among the right and the wrong examples: how many have the other sense's examples closer in target
+    index (mean gap) than the other examples of their own sense, as ``[count, of]``."""
+    out: dict[str, list] = {"right": [0, 0], "wrong": [0, 0]}
+    for i in range(len(words)):
+        own = [abs(index[i] - index[j]) for j in range(len(words)) if j != i and senses[j] == senses[i]]
+        other = [abs(index[i] - index[j]) for j in range(len(words)) if words[j] == words[i] and senses[j] != senses[i]]
+        cell = out["right" if scores[i] == 1 else "wrong"]
+        cell[0] += int(np.mean(other) < np.mean(own))
+        cell[1] += 1
+    return out
 
 
 def target_place(tokens: tuple[str, ...], word: str) -> str:
@@ -220,16 +234,15 @@ def figures(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return out
 
 
-def table_rows(f: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, int]]:
-    """(figure, baseline, candidate, footnote) rows of the printed table."""
-    names = list(f)
+def table_rows(f: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """(label, baseline, candidate, figure name) rows of the printed table."""
     rows = []
 
     def add(name: str, label: str, show: Callable[[Any], str], whole: bool = False) -> None:
         """A row of ``show(figure of one model)`` (``whole``: ``show(figure, which)``) if the figure was run."""
         if name in f:
             cells = [show(f[name], w) if whole else show(f[name][w]) for w in ("baseline", "candidate")]
-            rows.append((label, *cells, names.index(name) + 1))
+            rows.append((label, *cells, name))
 
     for layer in f["senses"]["baseline"]["per_layer"]:
         add("senses", f"senses.tsv nearest-sense accuracy, {layer}",
@@ -256,7 +269,9 @@ def table_rows(f: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, int]]:
 
 def report(result: dict[str, Any]) -> str:
     f = result["figures"]
-    rows = [("figure", "baseline", "candidate", "")] + [(a, b, c, f"[{n}]") for a, b, c, n in table_rows(f)]
+    body = table_rows(f)
+    notes = list(dict.fromkeys([name for *_, name in body] + list(f)))  # footnotes in the table's order
+    rows = [("figure", "baseline", "candidate", "")] + [(a, b, c, f"[{notes.index(n) + 1}]") for a, b, c, n in body]
     widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
     lines = [f"baseline:  {result['baseline']}", f"candidate: {result['candidate']}", ""]
     lines += ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
@@ -273,8 +288,12 @@ def report(result: dict[str, Any]) -> str:
                      + ", ".join(f"{k} {v:.3f}" for k, v in f["senses"][which]["pair_similarity"].items()))
         lines.append(f"top layer position correlation ({which}): "
                      + ", ".join(f"{k} {v:+.2f}" for k, v in f["senses"][which]["position_correlation"].items()))
+        (wrong, n_wrong), (right, n_right) = (f["senses"][which]["other_sense_closer_in_index"][k]
+                                              for k in ("wrong", "right"))
+        lines.append(f"other sense's examples closer in target index ({which}): wrong examples "
+                     f"{wrong}/{n_wrong}, right examples {right}/{n_right}")
     lines.append("")
-    lines += [f"[{i}] {name}: {v['source']}" for i, (name, v) in enumerate(f.items(), 1)]
+    lines += [f"[{i}] {name}: {f[name]['source']}" for i, name in enumerate(notes, 1)]
     if not result["same_vocabulary"]:
         lines.append("note: the two models have different vocabularies; their perplexities do not compare")
     return "\n".join(lines)

@@ -56,6 +56,8 @@ def test_acceptance_script_writes_every_figure(models, capsys):
         assert set(senses["pair_similarity"]) == {f"{a} sense, {b} place" for a in ("same", "different")
                                                   for b in ("same", "different")}
         assert len(senses["position_correlation"]) == 4
+        closer = senses["other_sense_closer_in_index"]
+        assert closer["right"][1] + closer["wrong"][1] == 96 and 0 <= closer["wrong"][0] <= closer["wrong"][1]
         assert f["perplexity_valid_modern"][which]["sentences"] == 4
         assert f["perplexity_valid"][which]["ppl"] > 1
         for key in ("predict_river", "predict_money"):
