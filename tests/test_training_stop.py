@@ -14,17 +14,11 @@ import pytest
 from pyelmo.training import stop as stop_mod
 from pyelmo.training.checkpoints import load_checkpoint
 from pyelmo.training.stop import StopRequest, exit_code
+from tinyconfig import tiny_train_config
 
-LONG = {
-    "char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding_dim": 8},
-    "lstm": {"dim": 32, "projection_dim": 16, "n_layers": 2},
-    "vocab": {"max_size": 200},
-    "data": {"batch_tokens": 300, "max_length": 12},
-    "softmax": {"negatives": 16},
-    # far more steps than the test waits for; no regular checkpoint after step 0
-    "train": {"max_steps": 100000, "max_epochs": 100000, "eval_every": 0, "checkpoint_every": 0,
-              "log_every": 1, "threads": 1},
-}
+# far more steps than the test waits for; no regular checkpoint after step 0
+LONG = tiny_train_config(train__max_steps=100000, train__max_epochs=100000, train__checkpoint_every=0,
+                         train__log_every=1)
 
 
 @pytest.fixture(scope="module")
