@@ -44,6 +44,15 @@ def load_checkpoint(path: PathLike) -> dict[str, Any]:
         raise CheckpointError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
 
 
+def read_run(out: Path) -> dict[str, Any]:
+    """The run record ``out/run.json`` of a run to resume."""
+    path = out / RUN_NAME
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"cannot resume: {path} unreadable ({exc})") from None
+
+
 def remove_stale_temporaries(directory: Path) -> list[Path]:
     """Delete ``.NAME.PID.tmp`` files (see ``atomic_path``) in ``directory`` whose writer process is gone.
 

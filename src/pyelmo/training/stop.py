@@ -14,7 +14,9 @@ import signal
 import threading
 import time
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
+
+import torch
 
 #: The signals that stop a run gracefully.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -30,17 +32,27 @@ def exit_code(signum: int) -> int:
 class StopRequest:
     """A context manager that turns SIGTERM and SIGINT into :attr:`signum` while it is active.
 
-    Outside the main thread (where Python cannot install handlers) it does nothing and
-    :attr:`signum` stays ``None``.
+    Not ``enabled``, or outside the main thread (where Python cannot install handlers), it
+    installs nothing and :attr:`signum` stays ``None``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self.signum: int | None = None
         self._at = 0.0
         self._previous: dict[int, Any] = {}
 
+    def agreed(self, late: bool,
+               all_reduce: Callable[[torch.Tensor], torch.Tensor]) -> tuple[bool, signal.Signals | None]:
+        """``(late on any rank, the signal any rank received)``, the same on every rank: one all-reduce of
+        three numbers (SIGTERM wins over SIGINT)."""
+        flags = all_reduce(torch.tensor([float(late), float(self.signum == signal.SIGTERM),
+                                         float(self.signum == signal.SIGINT)]))
+        received = signal.SIGTERM if flags[1] > 0 else signal.SIGINT if flags[2] > 0 else None
+        return bool(flags[0] > 0), received
+
     def __enter__(self) -> "StopRequest":
-        if threading.current_thread() is threading.main_thread():
+        if self.enabled and threading.current_thread() is threading.main_thread():
             for s in STOP_SIGNALS:
                 self._previous[s] = signal.signal(s, self._handle)
         return self

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from pyelmo.vocab import DataError, Vocabulary, vocab_from_files
 from pyelmo.fileio import PathLike, write_text_atomic
 from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,  # noqa: F401
                                          CheckpointError, copy_dir_atomic, load_checkpoint, metrics_record_step,
-                                         plot_metrics, remove_stale_temporaries, torch_save_atomic)
+                                         plot_metrics, read_run, remove_stale_temporaries, torch_save_atomic)
 from pyelmo.training.distributed import setup_distributed
 from pyelmo.training.step import make_optimizer, training_run_options
 from pyelmo.training.stop import StopRequest
@@ -64,7 +63,7 @@ class Trainer:
                 remove_stale_temporaries(folder)
         if resume:
             self.checkpoint = load_checkpoint(self.out / CHECKPOINT_NAME)
-            run = self._read_run()
+            run = read_run(self.out)
             data = data or DataFiles(run["train_files"], run["valid_files"])
             init_from = run.get("init_from")
             model_config = ElmoConfig.from_options(run["model_options"])
@@ -132,13 +131,6 @@ class Trainer:
             self._write_start()
 
     # -- setup -------------------------------------------------------------------------
-    def _read_run(self) -> dict[str, Any]:
-        path = self.out / RUN_NAME
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"cannot resume: {path} unreadable ({exc})") from None
-
     def _write_start(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         self.vocab.save(self.out / "vocab.txt")
@@ -234,25 +226,10 @@ class Trainer:
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, handle_signals: bool = True) -> TrainResult:
-        """Train until a stopping rule holds, then validate, checkpoint and write ``model/``.
-
-        With ``handle_signals`` (main thread only), SIGTERM or SIGINT stops the run after the
-        optimizer step in progress, on every rank at the same step: the checkpoint is written
-        (``--resume`` continues from it), ``model/`` is not, and the result's ``signal`` says which.
-        """
-        request = StopRequest()
-        with request if handle_signals else contextlib.nullcontext():
+        """Train, validate, checkpoint, write ``model/``. With ``handle_signals``, SIGTERM / SIGINT stop
+        every rank after the same step and only the checkpoint is written (``TrainResult.signal``)."""
+        with StopRequest(enabled=handle_signals) as request:
             return self._run(request)
-
-    def _stop_flags(self, start: float, request: StopRequest) -> tuple[bool, int | None]:
-        """(time limit reached, stop signal) agreed by all ranks: one small all-reduce per step."""
-        t = self.config.train
-        late = bool(t.max_minutes) and time.perf_counter() - start > 60 * t.max_minutes
-        flags = torch.tensor([float(late), float(request.signum == signal.SIGTERM),
-                              float(request.signum == signal.SIGINT)])
-        flags = self.dist.all_reduce(flags)
-        received = signal.SIGTERM if flags[1] > 0 else signal.SIGINT if flags[2] > 0 else None
-        return bool(flags[0] > 0), received
 
     def _run(self, request: StopRequest) -> TrainResult:
         t = self.config.train
@@ -299,7 +276,8 @@ class Trainer:
                 if t.max_steps and self.step >= t.max_steps:
                     stop = True
                 if not stop:
-                    late, received = self._stop_flags(start, request)
+                    late = bool(t.max_minutes) and time.perf_counter() - start > 60 * t.max_minutes
+                    late, received = request.agreed(late, self.dist.all_reduce)
                     if received is not None:
                         stop, self.signal, self.stopped = True, int(received), f"stopped by {received.name}"
                     elif late:
@@ -365,11 +343,8 @@ class Trainer:
             copy_dir_atomic(best, model_dir)
         else:
             self._save_model(model_dir)
-        self._plot()
-        return model_dir
-
-    def _plot(self) -> None:
         plot_metrics(self.out / METRICS_NAME, self.out / CURVES_NAME)
+        return model_dir
 
 
 def train(config: TrainConfig | dict, out_dir: PathLike, data_dir: PathLike | None = None,
