@@ -14,6 +14,10 @@
   explicit reduced-precision mode (outputs differ by about 0.5% of their largest value),
   chosen only on CPUs with bfloat16 instructions (:func:`usable_bf16`).
 
+Small same-shaped products of several weights on their own rows (the two directions of an LSTM
+level at one time step) run as one batched product (:meth:`Products.addmm_each_`,
+:data:`BATCHED_MAX_WORK`).
+
 :func:`conv_max_gemm` is the character CNN's kernel for the inference strategy: every
 convolution width in one product.
 """
