@@ -10,7 +10,7 @@ The input-to-gate products of all time steps are computed in one matrix multiply
 only the recurrent product stays in the time loop, over the rows still running. The
 matrix products run through a :class:`pyelmo.kernels.Products` (``PLAIN``: ``torch``,
 differentiable); the inference strategy's time loop (``pyelmo.strategy``) uses the same
-:meth:`LstmWithProjection.cell` and :meth:`LstmWithProjection.project`.
+:meth:`LstmWithProjection.cell` and :meth:`LstmWithProjection.clip_projection`.
 """
 
 from __future__ import annotations

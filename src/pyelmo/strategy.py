@@ -211,7 +211,7 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
                     h: torch.Tensor, c: torch.Tensor, products: Products) -> torch.Tensor:
     """The packed strategy's time loop: the forward and backward layer of one level together over
     packed ``inputs (2, n_packed, in)``, with the layers' own :meth:`~LstmWithProjection.cell` and
-    :meth:`~LstmWithProjection.project`.
+    :meth:`~LstmWithProjection.clip_projection`.
 
     ``h (2, B, P)`` and ``c (2, B, H)`` (sorted row order) are updated in place and end as
     each row's final state. Returns the packed outputs ``(2, n_packed, P)``. The gate
