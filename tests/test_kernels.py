@@ -166,3 +166,27 @@ def test_measuring_keeps_the_fixed_rule_on_near_ties(monkeypatch, faster, chosen
     times[other] = 1.0 - faster
     monkeypatch.setattr(kernelchoice, "time_kernels", lambda products, rows, w: times)
     assert kernelchoice.measure_kernels(Products(kernels="mm"), 8, w) == (default if chosen == "fixed" else other)
+
+
+@pytest.mark.parametrize("policy", ["fixed", "mm"])
+def test_small_step_products_of_both_directions_run_batched(reference, policy, cache, monkeypatch):
+    """Without a forced kernel, each time step's small products of the two directions run as one
+    batched product on stacked weights (batch 1 here); a forced kernel runs them one by one.
+    Both give the reference outputs, sentence by sentence and as a batch."""
+    stacked = []
+    real = Products.stacked
+    monkeypatch.setattr(Products, "stacked", lambda self, weights: stacked.append(len(weights)) or real(self, weights))
+    model = load_bilm_hdf5(reference.options, reference.weights)
+    options = RunOptions.inference(kernels=policy)
+    batch = reference.batch(0)
+    with torch.no_grad():
+        alone = [model(batch_to_ids([s]), options=options).layers[-1, 0].numpy() for s in batch]
+        together = model(batch_to_ids(batch), options=options).layers[-1].numpy()
+    for k, sentence in enumerate(batch):
+        np.testing.assert_allclose(alone[k][: len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
+        np.testing.assert_allclose(together[k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
+    assert (set(stacked) == {2}) if policy == "fixed" else not stacked
+    if policy == "fixed":  # big products run one by one
+        products = options.products
+        assert not products.batched(torch.zeros(2, 1024, 64), [torch.zeros(4096, 64)] * 2)
+        assert products.batched(torch.zeros(2, 1, 128), [torch.zeros(4096, 128)] * 2)

@@ -14,6 +14,10 @@
   explicit reduced-precision mode (outputs differ by about 0.5% of their largest value),
   chosen only on CPUs with bfloat16 instructions (:func:`usable_bf16`).
 
+Small same-shaped products of several weights on their own rows (the two directions of an LSTM
+level at one time step) run as one batched product (:meth:`Products.addmm_each_`,
+:data:`BATCHED_MAX_WORK`).
+
 :func:`conv_max_gemm` is the character CNN's kernel for the inference strategy: every
 convolution width in one product.
 """
@@ -34,6 +38,12 @@ from pyelmo.characters import PAD_CHAR
 from pyelmo.kernelchoice import KERNELS, MEASURE_ROWS, kernel_policy, onednn_available, row_class
 
 PAD_ID = PAD_CHAR + 1  # the padding character's id (ids are shifted by +1)
+#: Same-shaped products on one set of rows each (the two directions of a biLM level at one time
+#: step) of at most this many multiply-adds each run as one batched product on their weights
+#: stacked, when no kernel is forced: per-call overhead, not arithmetic, dominates them (the small
+#: model's batch-1 LSTM step: 1 x 128 -> 4096 and 1 x 1024 -> 128). Larger ones run one by one
+#: through their chosen kernels (and the original model's big weights are not copied again).
+BATCHED_MAX_WORK = 2**22
 
 
 @functools.lru_cache(maxsize=1)
@@ -102,7 +112,7 @@ class Products:
             kernels = "fixed" if onednn else "mm"
         self.policy = kernel_policy(kernels)
         self.onednn = self.policy != "mm" and onednn_available()
-        self._weights: dict[tuple[int, str], tuple[weakref.ref, tuple, torch.Tensor]] = {}
+        self._weights: dict[tuple, tuple[weakref.ref, tuple, torch.Tensor]] = {}
         self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
         self._chosen: dict[tuple, str] = {}
 
@@ -161,6 +171,38 @@ class Products:
             cached = (weakref.ref(w), key, self.prepare(w, kernel))
             self._weights[(id(w), kernel)] = cached
         return cached[2]
+
+    def stacked(self, weights: list[torch.Tensor]) -> torch.Tensor:
+        """``(len(weights), in, out)``: each weight's ``W^T``, stacked contiguous for one batched product;
+        made once and kept while the weights are unchanged."""
+        key = tuple((w.data_ptr(), w._version) for w in weights)
+        slot = (*(id(w) for w in weights), "stacked")
+        cached = self._weights.get(slot)
+        if cached is None or cached[0]() is not weights[0] or cached[1] != key:
+            cached = (weakref.ref(weights[0]), key, torch.stack([w.detach().t() for w in weights]).contiguous())
+            self._weights[slot] = cached
+        return cached[2]
+
+    def batched(self, x: torch.Tensor, weights: list[torch.Tensor]) -> bool:
+        """Whether ``x[d] @ weights[d].T`` for every ``d`` runs as one batched product (:data:`BATCHED_MAX_WORK`)."""
+        return (self.dtype is None and self.policy not in KERNELS and x.dtype == torch.float32
+                and x.shape[1] * weights[0].numel() <= BATCHED_MAX_WORK)
+
+    def addmm_each_(self, acc: torch.Tensor, x: torch.Tensor, weights: list[torch.Tensor]) -> torch.Tensor:
+        """``acc[d] += x[d] @ weights[d].T`` for each ``d`` (``acc (D, n, out)``, ``x (D, n, in)``)."""
+        if self.batched(x, weights):
+            return acc.baddbmm_(x, self.stacked(weights))
+        for d, w in enumerate(weights):
+            self.addmm_(acc[d], x[d], w)
+        return acc
+
+    def mm_each_out(self, x: torch.Tensor, weights: list[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
+        """``out[d] = x[d] @ weights[d].T`` for each ``d`` (``out (D, n, out)``, ``x (D, n, in)``)."""
+        if self.batched(x, weights):
+            return torch.bmm(x, self.stacked(weights), out=out)
+        for d, w in enumerate(weights):
+            self.mm_out(x[d], w, out=out[d])
+        return out
 
     def run(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
             bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -10,7 +10,7 @@ The input-to-gate products of all time steps are computed in one matrix multiply
 only the recurrent product stays in the time loop, over the rows still running. The
 matrix products run through a :class:`pyelmo.kernels.Products` (``PLAIN``: ``torch``,
 differentiable); the inference strategy's time loop (``pyelmo.strategy``) uses the same
-:meth:`LstmWithProjection.cell` and :meth:`LstmWithProjection.project`.
+:meth:`LstmWithProjection.cell` and :meth:`LstmWithProjection.clip_projection`.
 """
 
 from __future__ import annotations
@@ -64,10 +64,14 @@ class LstmWithProjection(nn.Module):
                 out: torch.Tensor | None = None) -> torch.Tensor:
         """``h = clip(hidden W_P, proj_clip)`` (into ``out`` if given; then without autograd)."""
         if out is None:
-            h = products.mm(hidden, self.projection.weight)
-            return h if self.proj_clip is None else h.clamp(-self.proj_clip, self.proj_clip)
-        h = products.mm_out(hidden, self.projection.weight, out=out)
-        return h if self.proj_clip is None else h.clamp_(-self.proj_clip, self.proj_clip)
+            return self.clip_projection(products.mm(hidden, self.projection.weight))
+        return self.clip_projection(products.mm_out(hidden, self.projection.weight, out=out), inplace=True)
+
+    def clip_projection(self, h: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+        """``clip(h, proj_clip)`` of projected outputs ``h = hidden W_P`` (``inplace``: no autograd)."""
+        if self.proj_clip is None:
+            return h
+        return h.clamp_(-self.proj_clip, self.proj_clip) if inplace else h.clamp(-self.proj_clip, self.proj_clip)
 
     def forward(self, inputs: torch.Tensor, batch_sizes: list[int],
                 state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:

@@ -211,18 +211,20 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
                     h: torch.Tensor, c: torch.Tensor, products: Products) -> torch.Tensor:
     """The packed strategy's time loop: the forward and backward layer of one level together over
     packed ``inputs (2, n_packed, in)``, with the layers' own :meth:`~LstmWithProjection.cell` and
-    :meth:`~LstmWithProjection.project`.
+    :meth:`~LstmWithProjection.clip_projection`.
 
     ``h (2, B, P)`` and ``c (2, B, H)`` (sorted row order) are updated in place and end as
-    each row's final state. Returns the packed outputs ``(2, n_packed, P)``. The matrix
-    products run per direction (on the modules' own weights: stacking them for one batched
-    product copied 290 MB per call for the original model); the gate nonlinearities run once
-    over both directions; input-to-gate products for a block of steps at a time.
+    each row's final state. Returns the packed outputs ``(2, n_packed, P)``. The gate
+    nonlinearities and the projection's clip run once over both directions; the input-to-gate
+    products for a block of steps at a time, per direction; each step's recurrent and projection
+    products of the two directions as one batched product on stacked weights (kept by the
+    products) when they are small (per-call overhead dominates them: batch 1), else per direction.
     """
     layer = pair[0]
     biases = [lay.gate_bias() for lay in pair]
     input_w = [lay.input_gates.weight for lay in pair]
     state_w = [lay.state_gates.weight for lay in pair]
+    projection_w = [lay.projection.weight for lay in pair]
     outputs = inputs.new_empty(2, packed.n_packed, layer.projection_dim)
     offsets, sizes = packed.offsets, packed.batch_sizes
     h_prev = h  # the previous step's outputs; its first sizes[t] rows are the rows running at step t
@@ -237,13 +239,10 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
             products.addmm(biases[d], inputs[d, base : offsets[t1]], input_w[d], out=gates_block[d])
         for t in range(t0, t1):
             n, start = sizes[t], offsets[t] - base
-            gates = gates_block[:, start : start + n]  # (2, n, 4H)
-            for d in (0, 1):
-                products.addmm_(gates[d], h_prev[d, :n], state_w[d])
+            gates = products.addmm_each_(gates_block[:, start : start + n], h_prev[:, :n], state_w)  # (2, n, 4H)
             hidden, _ = layer.cell(gates, c[:, :n], inplace=True)  # both directions share dim and clips
             h_prev = outputs[:, offsets[t] : offsets[t] + n]
-            for d in (0, 1):
-                pair[d].project(hidden[d], products, out=h_prev[d])
+            layer.clip_projection(products.mm_each_out(hidden, projection_w, out=h_prev), inplace=True)
         t0 = t1
     for t, n in enumerate(sizes):  # final states: rows sizes[t + 1] .. n - 1 end at step t
         ending = sizes[t + 1] if t + 1 < len(sizes) else 0
