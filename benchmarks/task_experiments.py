@@ -15,6 +15,10 @@ Grids (variants; every variant is run for each task and seed):
   table2      top layer only | all layers lambda = 1     (lambda = 0.001 is table1's static+elmo)
   table3      ELMo at input and output (--elmo-output)   (input only is table1's static+elmo)
   adapt       static+elmo with --adapted-model DIR, a biLM continued on the task's training text
+
+``--bilm-context sentence`` passes ``--bilm-context sentence`` to every run (the biLM reads each
+sentence of an example on its own) and records its runs as ``TASK/VARIANT@sentence/sN``, beside
+the line-context runs; ``prepare --bilm-context sentence`` fills the cache for it.
 """
 
 from __future__ import annotations
@@ -77,16 +81,19 @@ def run(args: argparse.Namespace) -> None:
             kind, ext = TASKS[task]
             data = Path(args.data) / task
             for variant in variants:
-                run_id = f"{task}/{variant}/s{seed}"
+                name = variant + (f"@{args.bilm_context}" if args.bilm_context else "")
+                run_id = f"{task}/{name}/s{seed}"
                 if run_id in results:
                     continue
-                out = Path(args.runs) / task / f"{variant.replace('%', 'pct')}-s{seed}"
+                out = Path(args.runs) / task / f"{name.replace('%', 'pct')}-s{seed}"
                 if out.exists():
                     subprocess.run(["rm", "-rf", str(out)], check=True)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 train = [*pyelmo, "task", "train", kind, "--train", str(data / f"train.{ext}"),
                          "--dev", str(data / f"dev.{ext}"), "--out", str(out), "--seed", str(seed),
                          "--cache-dir", args.cache_dir, *_variant_args(variant, args), *COMMON]
+                if args.bilm_context:
+                    train += ["--bilm-context", args.bilm_context]
                 started = time.time()
                 print(f"[{time.strftime('%H:%M:%S')}] {run_id}", flush=True)
                 subprocess.run(train, check=True)
@@ -128,17 +135,23 @@ def prepare(args: argparse.Namespace) -> None:
     from pyelmo.models import load
     from pyelmo.tasks.data import read_examples
     from pyelmo.tasks.features import LayerCache
-    from pyelmo.tasks.train import bilm_fingerprint
+    from pyelmo.tasks import DEFAULT_CONTEXT
+    from pyelmo.tasks.train import BiLMSource, bilm_fingerprint
 
     bilm = load().eval()
     fingerprint = bilm_fingerprint(bilm)
     for task in args.tasks.split(","):
         kind, ext = TASKS[task]
-        train_cache = LayerCache(bilm, cache_dir=args.cache_dir, fingerprint=fingerprint)
+        context = args.bilm_context or DEFAULT_CONTEXT[kind]
+
+        def new_cache():
+            return LayerCache(bilm, cache_dir=args.cache_dir, fingerprint=fingerprint, context=context,
+                              max_tokens=BiLMSource().max_tokens())
+
+        train_cache = new_cache()
         for split in ("train", "dev", "test"):
             examples = read_examples(kind, Path(args.data) / task / f"{split}.{ext}")
-            cache = train_cache if split != "test" else LayerCache(bilm, cache_dir=args.cache_dir,
-                                                                   fingerprint=fingerprint)
+            cache = train_cache if split != "test" else new_cache()
             started = time.time()
             cache.add([e.tokens for e in examples], desc=f"{task} {split}")
             print(f"{task} {split}: {sum(len(e.tokens) for e in examples)} tokens, {time.time() - started:.0f} s")
@@ -245,6 +258,8 @@ def main() -> None:
     parser.add_argument("--cache-dir", default="work-data/layer-cache", help="biLM layers shared by the runs")
     parser.add_argument("--results", default="benchmarks/task_results.json")
     parser.add_argument("--out", default="docs/task-layer-weights.png")
+    parser.add_argument("--bilm-context", choices=["line", "sentence"],
+                        help="pass --bilm-context to every run (run ids get @CONTEXT); default: the runs' default")
     parser.add_argument("--adapted-model", metavar="DIR", help="the adapted biLM of the adapt grid (pyelmo train OUT/model)")
     args = parser.parse_args()
     {"prepare": prepare, "run": run, "report": report, "figure2": figure2}[args.action](args)
