@@ -169,16 +169,20 @@ TABLES = {
     "Table 3: where ELMo enters the task model (static + ELMo)": ["static+elmo", "elmo-output"],
     "Domain adaptation: the shipped biLM vs the biLM continued on the task's training text": [
         "static", "static+elmo", "static+elmo+adapted"],
+    "Table 1 with the biLM reading each sentence on its own (--bilm-context sentence)": [
+        "static@sentence", "static+elmo@sentence"],
 }
 NAMES = {"bbc": "BBC topics (acc.)", "tweets": "tweet sentiment (acc.)", "pos": "Brown POS (acc.)",
          "ner": "NER, agreement with spaCy (span F1)"}
 HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lambda=1": "all layers, λ = 1",
            "top-layer": "top layer only", "elmo-output": "input and output",
-           "static+elmo+adapted": "static + ELMo, adapted biLM"}
+           "static+elmo+adapted": "static + ELMo, adapted biLM",
+           "static@sentence": "static (same settings)", "static+elmo@sentence": "static + ELMo, sentence context"}
 
 
-def _cell(results: dict, task: str, variant: str) -> str:
-    vals = [100 * _metric(task, r["test"]) for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
+def _cell(results: dict, task: str, variant: str, split: str = "test") -> str:
+    vals = [100 * (_metric(task, r["test"]) if split == "test" else r["best_dev"])
+            for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
     if not vals:
         return "not run"
     if len(vals) == 1:
@@ -187,7 +191,8 @@ def _cell(results: dict, task: str, variant: str) -> str:
 
 
 def report(args: argparse.Namespace) -> None:
-    """Markdown tables: test score x 100, mean ± standard deviation over seeds (number of seeds)."""
+    """Markdown tables: test (or with --split dev, the best dev) score x 100, mean ± standard deviation over
+    seeds (number of seeds)."""
     results = _load(Path(args.results))
     for title, variants in TABLES.items():
         own = [v for v in variants if v not in GRIDS["table1"]] or variants
@@ -197,12 +202,12 @@ def report(args: argparse.Namespace) -> None:
         print("| task | " + " | ".join(HEADERS.get(v, v) for v in variants) + " |")
         print("|---|" + "---|" * len(variants))
         for task in TASKS:
-            print(f"| {NAMES[task]} | " + " | ".join(_cell(results, task, v) for v in variants) + " |")
+            print(f"| {NAMES[task]} | " + " | ".join(_cell(results, task, v, args.split) for v in variants) + " |")
         print()
     print("| task | run | train + evaluate, wall s (min-max) | epochs | stopped by |")
     print("|---|---|---|---|---|")
     for task in TASKS:
-        for variant in ("static", "static+elmo"):
+        for variant in ("static", "static+elmo", "static@sentence", "static+elmo@sentence"):
             rs = [r for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
             if rs:
                 secs = [r["wall_seconds"] for r in rs]
@@ -258,6 +263,8 @@ def main() -> None:
     parser.add_argument("--cache-dir", default="work-data/layer-cache", help="biLM layers shared by the runs")
     parser.add_argument("--results", default="benchmarks/task_results.json")
     parser.add_argument("--out", default="docs/task-layer-weights.png")
+    parser.add_argument("--split", choices=["test", "dev"], default="test",
+                        help="report: the test score, or the best dev score (the one model selection saw)")
     parser.add_argument("--bilm-context", choices=["line", "sentence"],
                         help="pass --bilm-context to every run (run ids get @CONTEXT); default: the runs' default")
     parser.add_argument("--adapted-model", metavar="DIR", help="the adapted biLM of the adapt grid (pyelmo train OUT/model)")
