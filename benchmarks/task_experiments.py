@@ -15,6 +15,7 @@ Grids (variants; every variant is run for each task and seed):
   table2      top layer only | all layers lambda = 1     (lambda = 0.001 is table1's static+elmo)
   table3      ELMo at input and output (--elmo-output)   (input only is table1's static+elmo)
   adapt       static+elmo with --adapted-model DIR, a biLM continued on the task's training text
+  elmo        static+elmo alone (with --bilm-context: one context's runs beside another's)
 
 ``--bilm-context sentence`` passes ``--bilm-context sentence`` to every run (the biLM reads each
 sentence of an example on its own) and records its runs as ``TASK/VARIANT@sentence/sN``, beside
@@ -52,6 +53,7 @@ GRIDS = {
     "table2": ["top-layer", "lambda=1"],
     "table3": ["elmo-output"],
     "adapt": ["static+elmo+adapted"],
+    "elmo": ["static+elmo"],
 }
 #: Settings shared by every run (small task models; see docs/TASKS.md).  At least 300 updates
 #: (--min-steps) so that 1% / 10% runs train; 20 minutes is a bound no full run should reach, even
@@ -170,14 +172,14 @@ TABLES = {
     "Domain adaptation: the shipped biLM vs the biLM continued on the task's training text": [
         "static", "static+elmo", "static+elmo+adapted"],
     "Table 1 with the biLM reading each sentence on its own (--bilm-context sentence)": [
-        "static@sentence", "static+elmo@sentence"],
+        "static@sentence", "static+elmo@line", "static+elmo@sentence"],
 }
 NAMES = {"bbc": "BBC topics (acc.)", "tweets": "tweet sentiment (acc.)", "pos": "Brown POS (acc.)",
          "ner": "NER, agreement with spaCy (span F1)"}
 HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lambda=1": "all layers, λ = 1",
            "top-layer": "top layer only", "elmo-output": "input and output",
            "static+elmo+adapted": "static + ELMo, adapted biLM",
-           "static@sentence": "static (same settings)", "static+elmo@sentence": "static + ELMo, sentence context"}
+           "static@sentence": "static (same settings)", "static+elmo@line": "static + ELMo, line context", "static+elmo@sentence": "static + ELMo, sentence context"}
 
 
 def _cell(results: dict, task: str, variant: str, split: str = "test") -> str:
