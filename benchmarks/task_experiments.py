@@ -19,7 +19,8 @@ Grids (variants; every variant is run for each task and seed):
 
 ``--bilm-context sentence`` passes ``--bilm-context sentence`` to every run (the biLM reads each
 sentence of an example on its own) and records its runs as ``TASK/VARIANT@sentence/sN``, beside
-the line-context runs; ``prepare --bilm-context sentence`` fills the cache for it.
+the line-context runs (without ``--bilm-context``: ``--bilm-context line`` and ids without ``@``, as
+the runs recorded before the option); ``prepare --bilm-context sentence`` fills the cache for it.
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ def run(args: argparse.Namespace) -> None:
                 train = [*pyelmo, "task", "train", kind, "--train", str(data / f"train.{ext}"),
                          "--dev", str(data / f"dev.{ext}"), "--out", str(out), "--seed", str(seed),
                          "--cache-dir", args.cache_dir, *_variant_args(variant, args), *COMMON]
-                if args.bilm_context:
-                    train += ["--bilm-context", args.bilm_context]
+                # the runs recorded without @CONTEXT read whole lines (the context before it was an option)
+                train += ["--bilm-context", args.bilm_context or "line"]
                 started = time.time()
                 print(f"[{time.strftime('%H:%M:%S')}] {run_id}", flush=True)
                 subprocess.run(train, check=True)
@@ -137,14 +138,13 @@ def prepare(args: argparse.Namespace) -> None:
     from pyelmo.models import load
     from pyelmo.tasks.data import read_examples
     from pyelmo.tasks.features import LayerCache
-    from pyelmo.tasks import DEFAULT_CONTEXT
     from pyelmo.tasks.train import BiLMSource, bilm_fingerprint
 
     bilm = load().eval()
     fingerprint = bilm_fingerprint(bilm)
     for task in args.tasks.split(","):
         kind, ext = TASKS[task]
-        context = args.bilm_context or DEFAULT_CONTEXT[kind]
+        context = args.bilm_context or "line"
 
         def new_cache():
             return LayerCache(bilm, cache_dir=args.cache_dir, fingerprint=fingerprint, context=context,
@@ -268,7 +268,7 @@ def main() -> None:
     parser.add_argument("--split", choices=["test", "dev"], default="test",
                         help="report: the test score, or the best dev score (the one model selection saw)")
     parser.add_argument("--bilm-context", choices=["line", "sentence"],
-                        help="pass --bilm-context to every run (run ids get @CONTEXT); default: the runs' default")
+                        help="--bilm-context of every run; run ids get @CONTEXT (default: line, ids without @)")
     parser.add_argument("--adapted-model", metavar="DIR", help="the adapted biLM of the adapt grid (pyelmo train OUT/model)")
     args = parser.parse_args()
     {"prepare": prepare, "run": run, "report": report, "figure2": figure2}[args.action](args)

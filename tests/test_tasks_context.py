@@ -70,8 +70,11 @@ def test_sentence_context_round_trips_through_the_saved_model(data):  # noqa: F8
     assert runner.cache.context == "sentence" and runner.cache.max_tokens == 100
     test = read_classify(data / "test.tsv")
     assert load_task(out, progress=False).predict(test) == runner.predict(test)
-    assert json.loads((_train(data, "classify", out="line", features="elmo", max_epochs=1) / "config.json")
-                      .read_text())["options"]["bilm_context"] == "line"  # the default
+    line = _train(data, "classify", out="line", features="elmo", max_epochs=1, bilm_context="line")
+    assert json.loads((line / "config.json").read_text())["options"]["bilm_context"] == "line"
+    assert load_task(line, progress=False).cache.context == "line"
+    default = _train(data, "classify", out="default", features="elmo", max_epochs=1)  # classify: sentence
+    assert json.loads((default / "config.json").read_text())["options"]["bilm_context"] == "sentence"
     cli = data / "cli"
     assert main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
                  "--out", str(cli), *BILM_ARGS, "--features", "elmo", "--bilm-context", "sentence",

@@ -55,7 +55,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     f.add_argument("--bilm-context", choices=["line", "sentence"], default=None,
                    help="what the biLM reads: the whole example at once (line), or each sentence of it on "
                         "its own, its layers concatenated back in token order (sentence; pieces longer than "
-                        "the biLM's training length are cut); stored with the model (default: line)")
+                        "the biLM's training length are cut); stored with the model (default: sentence for "
+                        "classify, line for tag)")
     f.add_argument("--pretokenized", action="store_true", help="classify text is already tokenized (whitespace)")
     r = t.add_argument_group("training")
     r.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
