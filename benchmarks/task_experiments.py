@@ -15,6 +15,12 @@ Grids (variants; every variant is run for each task and seed):
   table2      top layer only | all layers lambda = 1     (lambda = 0.001 is table1's static+elmo)
   table3      ELMo at input and output (--elmo-output)   (input only is table1's static+elmo)
   adapt       static+elmo with --adapted-model DIR, a biLM continued on the task's training text
+  elmo        static+elmo alone (with --bilm-context: one context's runs beside another's)
+
+``--bilm-context sentence`` passes ``--bilm-context sentence`` to every run (the biLM reads each
+sentence of an example on its own) and records its runs as ``TASK/VARIANT@sentence/sN``, beside
+the line-context runs (without ``--bilm-context``: ``--bilm-context line`` and ids without ``@``, as
+the runs recorded before the option); ``prepare --bilm-context sentence`` fills the cache for it.
 """
 
 from __future__ import annotations
@@ -48,10 +54,12 @@ GRIDS = {
     "table2": ["top-layer", "lambda=1"],
     "table3": ["elmo-output"],
     "adapt": ["static+elmo+adapted"],
+    "elmo": ["static+elmo"],
 }
 #: Settings shared by every run (small task models; see docs/TASKS.md).  At least 300 updates
-#: (--min-steps) so that 1% / 10% runs train; 10 minutes is a bound no full run reaches here.
-COMMON = ["--hidden", "128", "--max-epochs", "8", "--patience", "2", "--min-steps", "300", "--max-minutes", "10",
+#: (--min-steps) so that 1% / 10% runs train; 20 minutes is a bound no full run should reach, even
+#: under the shared machine's load.
+COMMON = ["--hidden", "128", "--max-epochs", "8", "--patience", "2", "--min-steps", "300", "--max-minutes", "20",
           "--quiet"]
 
 
@@ -76,16 +84,19 @@ def run(args: argparse.Namespace) -> None:
             kind, ext = TASKS[task]
             data = Path(args.data) / task
             for variant in variants:
-                run_id = f"{task}/{variant}/s{seed}"
+                name = variant + (f"@{args.bilm_context}" if args.bilm_context else "")
+                run_id = f"{task}/{name}/s{seed}"
                 if run_id in results:
                     continue
-                out = Path(args.runs) / task / f"{variant.replace('%', 'pct')}-s{seed}"
+                out = Path(args.runs) / task / f"{name.replace('%', 'pct')}-s{seed}"
                 if out.exists():
                     subprocess.run(["rm", "-rf", str(out)], check=True)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 train = [*pyelmo, "task", "train", kind, "--train", str(data / f"train.{ext}"),
                          "--dev", str(data / f"dev.{ext}"), "--out", str(out), "--seed", str(seed),
                          "--cache-dir", args.cache_dir, *_variant_args(variant, args), *COMMON]
+                # the runs recorded without @CONTEXT read whole lines (the context before it was an option)
+                train += ["--bilm-context", args.bilm_context or "line"]
                 started = time.time()
                 print(f"[{time.strftime('%H:%M:%S')}] {run_id}", flush=True)
                 subprocess.run(train, check=True)
@@ -127,17 +138,22 @@ def prepare(args: argparse.Namespace) -> None:
     from pyelmo.models import load
     from pyelmo.tasks.data import read_examples
     from pyelmo.tasks.features import LayerCache
-    from pyelmo.tasks.train import bilm_fingerprint
+    from pyelmo.tasks.train import BiLMSource, bilm_fingerprint
 
     bilm = load().eval()
     fingerprint = bilm_fingerprint(bilm)
     for task in args.tasks.split(","):
         kind, ext = TASKS[task]
-        train_cache = LayerCache(bilm, cache_dir=args.cache_dir, fingerprint=fingerprint)
+        context = args.bilm_context or "line"
+
+        def new_cache():
+            return LayerCache(bilm, cache_dir=args.cache_dir, fingerprint=fingerprint, context=context,
+                              max_tokens=BiLMSource().max_tokens())
+
+        train_cache = new_cache()
         for split in ("train", "dev", "test"):
             examples = read_examples(kind, Path(args.data) / task / f"{split}.{ext}")
-            cache = train_cache if split != "test" else LayerCache(bilm, cache_dir=args.cache_dir,
-                                                                   fingerprint=fingerprint)
+            cache = train_cache if split != "test" else new_cache()
             started = time.time()
             cache.add([e.tokens for e in examples], desc=f"{task} {split}")
             print(f"{task} {split}: {sum(len(e.tokens) for e in examples)} tokens, {time.time() - started:.0f} s")
@@ -155,16 +171,20 @@ TABLES = {
     "Table 3: where ELMo enters the task model (static + ELMo)": ["static+elmo", "elmo-output"],
     "Domain adaptation: the shipped biLM vs the biLM continued on the task's training text": [
         "static", "static+elmo", "static+elmo+adapted"],
+    "Table 1 with the biLM reading each sentence on its own (--bilm-context sentence)": [
+        "static@sentence", "static+elmo@line", "static+elmo@sentence"],
 }
 NAMES = {"bbc": "BBC topics (acc.)", "tweets": "tweet sentiment (acc.)", "pos": "Brown POS (acc.)",
          "ner": "NER, agreement with spaCy (span F1)"}
 HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lambda=1": "all layers, λ = 1",
            "top-layer": "top layer only", "elmo-output": "input and output",
-           "static+elmo+adapted": "static + ELMo, adapted biLM"}
+           "static+elmo+adapted": "static + ELMo, adapted biLM",
+           "static@sentence": "static (same settings)", "static+elmo@line": "static + ELMo, line context", "static+elmo@sentence": "static + ELMo, sentence context"}
 
 
-def _cell(results: dict, task: str, variant: str) -> str:
-    vals = [100 * _metric(task, r["test"]) for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
+def _cell(results: dict, task: str, variant: str, split: str = "test") -> str:
+    vals = [100 * (_metric(task, r["test"]) if split == "test" else r["best_dev"])
+            for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
     if not vals:
         return "not run"
     if len(vals) == 1:
@@ -173,7 +193,8 @@ def _cell(results: dict, task: str, variant: str) -> str:
 
 
 def report(args: argparse.Namespace) -> None:
-    """Markdown tables: test score x 100, mean ± standard deviation over seeds (number of seeds)."""
+    """Markdown tables: test (or with --split dev, the best dev) score x 100, mean ± standard deviation over
+    seeds (number of seeds)."""
     results = _load(Path(args.results))
     for title, variants in TABLES.items():
         own = [v for v in variants if v not in GRIDS["table1"]] or variants
@@ -183,12 +204,12 @@ def report(args: argparse.Namespace) -> None:
         print("| task | " + " | ".join(HEADERS.get(v, v) for v in variants) + " |")
         print("|---|" + "---|" * len(variants))
         for task in TASKS:
-            print(f"| {NAMES[task]} | " + " | ".join(_cell(results, task, v) for v in variants) + " |")
+            print(f"| {NAMES[task]} | " + " | ".join(_cell(results, task, v, args.split) for v in variants) + " |")
         print()
     print("| task | run | train + evaluate, wall s (min-max) | epochs | stopped by |")
     print("|---|---|---|---|---|")
     for task in TASKS:
-        for variant in ("static", "static+elmo"):
+        for variant in ("static", "static+elmo", "static@sentence", "static+elmo@sentence"):
             rs = [r for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
             if rs:
                 secs = [r["wall_seconds"] for r in rs]
@@ -244,6 +265,10 @@ def main() -> None:
     parser.add_argument("--cache-dir", default="work-data/layer-cache", help="biLM layers shared by the runs")
     parser.add_argument("--results", default="benchmarks/task_results.json")
     parser.add_argument("--out", default="docs/task-layer-weights.png")
+    parser.add_argument("--split", choices=["test", "dev"], default="test",
+                        help="report: the test score, or the best dev score (the one model selection saw)")
+    parser.add_argument("--bilm-context", choices=["line", "sentence"],
+                        help="--bilm-context of every run; run ids get @CONTEXT (default: line, ids without @)")
     parser.add_argument("--adapted-model", metavar="DIR", help="the adapted biLM of the adapt grid (pyelmo train OUT/model)")
     args = parser.parse_args()
     {"prepare": prepare, "run": run, "report": report, "figure2": figure2}[args.action](args)

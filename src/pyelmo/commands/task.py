@@ -52,6 +52,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "the mix near an average)")
     f.add_argument("--elmo-output", action="store_true",
                    help="also concatenate a second ELMo mix to the encoder's output (paper Table 3)")
+    f.add_argument("--bilm-context", choices=["line", "sentence"], default=None,
+                   help="what the biLM reads: the whole example at once (line), or each sentence of it on "
+                        "its own, its layers concatenated back in token order (sentence; pieces longer than "
+                        "the biLM's training length are cut); stored with the model (default: sentence for "
+                        "classify, line for tag)")
     f.add_argument("--pretokenized", action="store_true", help="classify text is already tokenized (whitespace)")
     r = t.add_argument_group("training")
     r.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
@@ -127,7 +132,7 @@ def _train(args: argparse.Namespace) -> int:
                            min_steps=args.min_steps,
                            batch_size=args.batch_size, lr=args.lr, hidden=args.hidden, mix_l2=args.mix_l2,
                            top_only=args.top_layer, elmo_output=args.elmo_output, pretokenized=args.pretokenized,
-                           progress=not args.quiet, cache_dir=args.cache_dir)
+                           progress=not args.quiet, cache_dir=args.cache_dir, bilm_context=args.bilm_context)
     saved = train_task(args.kind, args.train, args.dev, args.out, options, _bilm_source(args), args.static_vectors)
     t = saved["training"]
     print(f"saved {args.out}: best dev {t['best_dev']:.4f} after {len(t['history'])} epoch(s), {t['steps']} steps "

@@ -4,6 +4,11 @@ With the biLM frozen, its layers for a sentence never change, so they are comput
 per distinct sentence (:class:`LayerCache`) and the learned ``ScalarMix`` is applied to
 the cached layers in every epoch; epochs then cost only the task model.  This gives the
 same representations as running :class:`pyelmo.Elmo` end to end (tested).
+
+With ``context="sentence"`` the biLM runs on each sentence of an example separately
+(:func:`sentence_spans`; its states start fresh at each sentence, as in pretraining) and the
+sentences' layers are concatenated back in token order, so the task model sees the same
+tokens as with ``context="line"``, where the biLM runs on the whole example at once.
 """
 
 from __future__ import annotations
@@ -19,19 +24,80 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from pyelmo.tasks import CONTEXTS
 from pyelmo.tasks.data import Example
 from pyelmo.tasks.static import StaticVectors, token_rows
+
+
+_ENDS = frozenset(".!?")
+_CLOSERS = frozenset({")", "]", "}", "\u201d", "\u2019", "\u00bb"})
+_OPENERS = frozenset("\"'\u201c\u2018([")
+
+
+def _abbreviation(token: str) -> bool:
+    from pyelmo.corpus.sentences import _ABBREV
+
+    word = token.lstrip("\"'(\u201c\u2018[").lower()
+    return word in _ABBREV or (len(word) == 1 and word.isalpha())
+
+
+def sentence_spans(tokens: Sequence[str], max_tokens: int) -> list[tuple[int, int]]:
+    """``(start, end)`` token spans of the sentences of a tokenized line.
+
+    The rules of the corpus build's splitter (:func:`pyelmo.corpus.sentences.split_sentences`),
+    applied to tokens: a sentence ends after a token made of ``.``, ``!`` or ``?`` only (with the
+    closing brackets, and a ``"`` that closes a quote opened in the sentence, that follow it)
+    when the next token starts with a capital letter, a digit or an opening quote or bracket,
+    unless the ``.`` follows a known abbreviation or a single letter.  A sentence longer than
+    ``max_tokens`` (the biLM's training length) is cut into equal chunks of at most that many.
+    """
+    spans: list[tuple[int, int]] = []
+    start, i, n = 0, 0, len(tokens)
+    while i < n:
+        token = tokens[i]
+        if not token or not set(token) <= _ENDS:
+            i += 1
+            continue
+        quotes = sum(t == '"' for t in tokens[start:i])
+        j = i + 1
+        while j < n and (tokens[j] in _CLOSERS or (tokens[j] == '"' and quotes % 2 == 1)):
+            quotes += tokens[j] == '"'
+            j += 1
+        follows = tokens[j] if j < n else ""
+        opens = follows[:1].isupper() or follows[:1].isdigit() or follows[:1] in _OPENERS
+        if follows and opens and not (token == "." and i > start and _abbreviation(tokens[i - 1])):
+            spans.append((start, j))
+            start = j
+        i = j
+    if start < n:
+        spans.append((start, n))
+    chunked = []
+    for a, b in spans:
+        pieces = -(-(b - a) // max_tokens)
+        size, extra = divmod(b - a, pieces)
+        for k in range(pieces):
+            end = a + size + (k < extra)
+            chunked.append((a, end))
+            a = end
+    return chunked
 
 
 class LayerCache:
     """Per distinct sentence (token tuple): its biLM layers ``(L, n, D)``, stored as ``dtype``.
 
     ``float16`` (the default) halves memory; the task results do not depend on it
-    measurably.  ``float32`` keeps the biLM's exact values.
+    measurably.  ``float32`` keeps the biLM's exact values.  ``context="sentence"``: the biLM
+    runs on each sentence of an example (:func:`sentence_spans` with ``max_tokens``) and
+    ``cache[tokens]`` concatenates their layers; ``"line"``: on the whole example.
     """
 
     def __init__(self, bilm, dtype=np.float16, batch_size: int = 64, progress: bool = True,
-                 cache_dir: str | os.PathLike | None = None, fingerprint: str | None = None) -> None:
+                 cache_dir: str | os.PathLike | None = None, fingerprint: str | None = None,
+                 context: str = "line", max_tokens: int = 100) -> None:
+        if context not in CONTEXTS:
+            raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
+        self.context = context
+        self.max_tokens = max_tokens
         self.bilm = bilm
         self.dtype = dtype
         self.batch_size = batch_size
@@ -43,7 +109,8 @@ class LayerCache:
     def add(self, sentences: Sequence[Sequence[str]], desc: str = "biLM layers") -> None:
         """Compute the layers of the sentences not yet cached (with ``cache_dir``: read them from
         ``cache_dir/layers-<hash>.npz`` when an earlier run stored the same sentences, else store them there)."""
-        todo = list(dict.fromkeys(tuple(s) for s in sentences if tuple(s) not in self.layers))
+        pieces = (p for s in sentences for p in self._pieces(s))
+        todo = list(dict.fromkeys(p for p in pieces if p not in self.layers))
         if not todo:
             return
         disk = self._disk_path(todo) if self.cache_dir is not None else None
@@ -72,7 +139,10 @@ class LayerCache:
             from pyelmo.weights import model_fingerprint
 
             self.fingerprint = model_fingerprint(self.bilm)
-        h = hashlib.sha1(f"{self.fingerprint}:{np.dtype(self.dtype).name}".encode())
+        key = f"{self.fingerprint}:{np.dtype(self.dtype).name}"
+        if self.context != "line":  # the line context keeps the keys of the caches made before contexts
+            key += f":{self.context}:{self.max_tokens}"
+        h = hashlib.sha1(key.encode())
         h.update(json.dumps(todo, ensure_ascii=False).encode("utf-8"))
         return self.cache_dir / f"layers-{h.hexdigest()[:24]}.npz"  # type: ignore[operator]
 
@@ -87,8 +157,18 @@ class LayerCache:
                 self.layers[sent] = emb.astype(self.dtype)
                 bar.update(1)
 
+    def _pieces(self, tokens: Sequence[str]) -> list[tuple[str, ...]]:
+        """What the biLM runs on for an example: the line, or its sentences."""
+        tokens = tuple(tokens)
+        if self.context == "line":
+            return [tokens]
+        return [tokens[a:b] for a, b in sentence_spans(tokens, self.max_tokens)]
+
     def __getitem__(self, tokens: Sequence[str]) -> np.ndarray:
-        return self.layers[tuple(tokens)]
+        pieces = self._pieces(tokens)
+        if len(pieces) == 1:
+            return self.layers[pieces[0]]
+        return np.concatenate([self.layers[p] for p in pieces], axis=1)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyelmo.errors import InputError
-from pyelmo.tasks import FEATURES
+from pyelmo.tasks import CONTEXTS, FEATURES
 
 
 @dataclass
@@ -31,6 +31,7 @@ class TrainOptions:
     pretokenized: bool = False
     progress: bool = True
     cache_dir: str | None = None  # biLM layers kept on disk across runs (None: in memory only)
+    bilm_context: str | None = None  # "line" or "sentence" (None: the kind's default, DEFAULT_CONTEXT)
 
     def check(self) -> None:
         if self.features not in FEATURES:
@@ -46,6 +47,8 @@ class TrainOptions:
             raise InputError("--mix-l2 must not be negative")
         if self.min_steps < 0:
             raise InputError("--min-steps must not be negative")
+        if self.bilm_context is not None and self.bilm_context not in CONTEXTS:
+            raise InputError(f"--bilm-context must be one of {', '.join(CONTEXTS)}, got {self.bilm_context!r}")
 
     @property
     def uses_static(self) -> bool:
@@ -72,6 +75,21 @@ class BiLMSource:
         if self.model is None:
             return "the shipped English model"
         return self.model if self.weight_file is None else f"{self.model} + {self.weight_file}"
+
+    def max_tokens(self) -> int:
+        """The sentence length the biLM was trained with, as its native folder records it (else 100,
+        as ``pyelmo perplexity`` assumes): the longest piece the sentence context gives it."""
+        from pyelmo.errors import PyelmoError
+        from pyelmo.models import default_model_dir
+        from pyelmo.weights import read_native_config
+
+        if self.weight_file is None:
+            try:
+                config = read_native_config(self.model if self.model is not None else default_model_dir())
+                return int(config.get("training", {}).get("max_length", 100))
+            except (PyelmoError, OSError, TypeError, ValueError):
+                pass  # a released model, a hub name or an archive: no recorded length
+        return 100
 
     def load(self):
         from pyelmo.models import load

@@ -19,14 +19,14 @@ import random
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
 from pyelmo.errors import InputError
-from pyelmo.tasks import KINDS
+from pyelmo.tasks import DEFAULT_CONTEXT, KINDS
 from pyelmo.tasks.data import Example, label_set, read_examples
 from pyelmo.tasks.features import LayerCache, make_batch
 from pyelmo.tasks.metrics import classify_metrics, tag_metrics
@@ -160,6 +160,7 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     if kind not in KINDS:
         raise InputError(f"task kind must be one of {', '.join(KINDS)}, got {kind!r}")
     options.check()
+    options = replace(options, bilm_context=options.bilm_context or DEFAULT_CONTEXT[kind])
     out = Path(out_dir)
     _check_out_dir(out)
     full_train = read_examples(kind, train_file, options.pretokenized)
@@ -171,7 +172,9 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     static = load_static(static_source) if options.uses_static else None
     bilm_model = bilm.load() if options.uses_elmo else None
     fingerprint = bilm_fingerprint(bilm_model) if bilm_model is not None else None
-    cache = (LayerCache(bilm_model, progress=options.progress, cache_dir=options.cache_dir, fingerprint=fingerprint)
+    max_tokens = bilm.max_tokens() if bilm_model is not None else None
+    cache = (LayerCache(bilm_model, progress=options.progress, cache_dir=options.cache_dir, fingerprint=fingerprint,
+                        context=options.bilm_context, max_tokens=max_tokens)
              if bilm_model is not None else None)
     config = ModelConfig(
         kind=kind, n_labels=len(labels),
@@ -192,7 +195,8 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     saved = {
         "format": FORMAT, "kind": kind, "features": options.features, "labels": labels,
         "model": config.to_dict(),
-        "bilm": ({**asdict(bilm.absolute()), "fingerprint": fingerprint} if bilm_model else None),
+        "bilm": ({**asdict(bilm.absolute()), "fingerprint": fingerprint, "max_tokens": max_tokens}
+                 if bilm_model else None),
         "static": ({"source": static.source, "fingerprint": static.fingerprint(), "words": len(static.words)}
                    if static else None),
         "options": {k: v for k, v in asdict(options).items() if k not in ("progress", "cache_dir")},
@@ -310,7 +314,9 @@ def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, prog
         if found != saved["bilm"]["fingerprint"]:
             raise InputError(f"{d} was trained with a different biLM ({recorded.describe()}, fingerprint "
                              f"{saved['bilm']['fingerprint'][:12]}); {source.describe()} has fingerprint {found[:12]}")
-        cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found)
+        cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found,
+                           context=saved["options"].get("bilm_context") or "line",
+                           max_tokens=int(saved["bilm"].get("max_tokens", 100)))
     model = TaskModel(config, torch.from_numpy(static.vectors) if static else None)
     try:
         model.load_state_dict(load_file(str(d / WEIGHTS_NAME)))
