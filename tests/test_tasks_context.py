@@ -10,7 +10,8 @@ import pytest
 from pyelmo.cli import main
 from pyelmo.errors import InputError
 from pyelmo.tasks.data import read_classify
-from pyelmo.tasks.features import LayerCache, sentence_spans
+from pyelmo.corpus.sentences import sentence_spans
+from pyelmo.tasks.features import LayerCache
 from pyelmo.tasks.train import TrainOptions, load_task
 
 from test_tasks import BILM_ARGS, _train, data  # noqa: F401  (the fixture)

@@ -1,9 +1,10 @@
-"""Raw text units to tokenized sentences for the corpus build: sentence splitting, Moses
-tokenization and the length filter (run in the build's worker processes)."""
+"""Sentence splitting (of raw text for the corpus build, of tokens for the task models' biLM
+context), Moses tokenization and the length filter (run in the build's worker processes)."""
 
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from pyelmo.tokenize import normalize_text, tokenize
 
@@ -25,6 +26,14 @@ _ABBREV = frozenset(
     "vs etc e.g i.e cf viz al no nos vol vols ch chap p pp fig figs art sec inc co corp ltd bros "
     "mt ft jan feb mar apr jun jul aug sep sept oct nov dec esq ed eds repr trans approx dept univ".split()
 )
+
+
+def _is_abbreviation(word: str) -> bool:
+    """A word whose final period does not end a sentence: a known abbreviation or an initial."""
+    w = word.lstrip("\"'(\u201c\u2018[").lower()
+    return w in _ABBREV or (len(w) == 1 and w.isalpha())
+
+
 _CAND = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])")
 
 
@@ -39,8 +48,7 @@ def split_sentences(text: str) -> list[str]:
     for m in _CAND.finditer(text):
         if text[m.start()] == ".":
             word = text[start : m.start()].rsplit(None, 1)[-1] if text[start : m.start()].strip() else ""
-            w = word.lstrip("\"'(\u201c\u2018[").lower()
-            if w in _ABBREV or (len(w) == 1 and w.isalpha()):
+            if _is_abbreviation(word):
                 continue
         out.append(text[start : m.end()].strip())
         start = m.end()
@@ -54,6 +62,51 @@ def split_sentences(text: str) -> list[str]:
         else:
             final.append(piece)
     return final
+
+
+_ENDS = frozenset(".!?")
+_CLOSERS = frozenset({")", "]", "}", "\u201d", "\u2019", "\u00bb"})
+_OPENERS = frozenset("\"'\u201c\u2018([")
+
+
+def sentence_spans(tokens: Sequence[str], max_tokens: int) -> list[tuple[int, int]]:
+    """``(start, end)`` token spans of the sentences of a tokenized line.
+
+    The rules of :func:`split_sentences`, applied to tokens: a sentence ends after a token made of ``.``, ``!`` or ``?`` only (with the
+    closing brackets, and a ``"`` that closes a quote opened in the sentence, that follow it)
+    when the next token starts with a capital letter, a digit or an opening quote or bracket,
+    unless the ``.`` follows a known abbreviation or a single letter.  A sentence longer than
+    ``max_tokens`` (the biLM's training length) is cut into equal chunks of at most that many.
+    """
+    spans: list[tuple[int, int]] = []
+    start, i, n = 0, 0, len(tokens)
+    while i < n:
+        token = tokens[i]
+        if not token or not set(token) <= _ENDS:
+            i += 1
+            continue
+        quotes = sum(t == '"' for t in tokens[start:i])
+        j = i + 1
+        while j < n and (tokens[j] in _CLOSERS or (tokens[j] == '"' and quotes % 2 == 1)):
+            quotes += tokens[j] == '"'
+            j += 1
+        follows = tokens[j] if j < n else ""
+        opens = follows[:1].isupper() or follows[:1].isdigit() or follows[:1] in _OPENERS
+        if follows and opens and not (token == "." and i > start and _is_abbreviation(tokens[i - 1])):
+            spans.append((start, j))
+            start = j
+        i = j
+    if start < n:
+        spans.append((start, n))
+    chunked = []
+    for a, b in spans:
+        pieces = -(-(b - a) // max_tokens)
+        size, extra = divmod(b - a, pieces)
+        for k in range(pieces):
+            end = a + size + (k < extra)
+            chunked.append((a, end))
+            a = end
+    return chunked
 
 
 def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, int]:

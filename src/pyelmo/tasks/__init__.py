@@ -16,7 +16,7 @@ the task encoder, and train only the task model.  Here:
 KINDS = ("classify", "tag")
 FEATURES = ("static", "elmo", "static+elmo")
 #: What the biLM sees of an example: the whole line, or each sentence of it on its own
-#: (``pyelmo.tasks.features.sentence_spans``); the default per kind of task: classify examples
+#: (``pyelmo.corpus.sentences.sentence_spans``); the default per kind of task: classify examples
 #: are often several sentences (chosen on dev scores, docs/TASKS.md), a tag example is one.
 CONTEXTS = ("line", "sentence")
 DEFAULT_CONTEXT = {"classify": "sentence", "tag": "line"}

@@ -24,62 +24,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from pyelmo.corpus.sentences import sentence_spans
 from pyelmo.tasks import CONTEXTS
 from pyelmo.tasks.data import Example
 from pyelmo.tasks.static import StaticVectors, token_rows
-
-
-_ENDS = frozenset(".!?")
-_CLOSERS = frozenset({")", "]", "}", "\u201d", "\u2019", "\u00bb"})
-_OPENERS = frozenset("\"'\u201c\u2018([")
-
-
-def _abbreviation(token: str) -> bool:
-    from pyelmo.corpus.sentences import _ABBREV
-
-    word = token.lstrip("\"'(\u201c\u2018[").lower()
-    return word in _ABBREV or (len(word) == 1 and word.isalpha())
-
-
-def sentence_spans(tokens: Sequence[str], max_tokens: int) -> list[tuple[int, int]]:
-    """``(start, end)`` token spans of the sentences of a tokenized line.
-
-    The rules of the corpus build's splitter (:func:`pyelmo.corpus.sentences.split_sentences`),
-    applied to tokens: a sentence ends after a token made of ``.``, ``!`` or ``?`` only (with the
-    closing brackets, and a ``"`` that closes a quote opened in the sentence, that follow it)
-    when the next token starts with a capital letter, a digit or an opening quote or bracket,
-    unless the ``.`` follows a known abbreviation or a single letter.  A sentence longer than
-    ``max_tokens`` (the biLM's training length) is cut into equal chunks of at most that many.
-    """
-    spans: list[tuple[int, int]] = []
-    start, i, n = 0, 0, len(tokens)
-    while i < n:
-        token = tokens[i]
-        if not token or not set(token) <= _ENDS:
-            i += 1
-            continue
-        quotes = sum(t == '"' for t in tokens[start:i])
-        j = i + 1
-        while j < n and (tokens[j] in _CLOSERS or (tokens[j] == '"' and quotes % 2 == 1)):
-            quotes += tokens[j] == '"'
-            j += 1
-        follows = tokens[j] if j < n else ""
-        opens = follows[:1].isupper() or follows[:1].isdigit() or follows[:1] in _OPENERS
-        if follows and opens and not (token == "." and i > start and _abbreviation(tokens[i - 1])):
-            spans.append((start, j))
-            start = j
-        i = j
-    if start < n:
-        spans.append((start, n))
-    chunked = []
-    for a, b in spans:
-        pieces = -(-(b - a) // max_tokens)
-        size, extra = divmod(b - a, pieces)
-        for k in range(pieces):
-            end = a + size + (k < extra)
-            chunked.append((a, end))
-            a = end
-    return chunked
 
 
 class LayerCache:
