@@ -197,8 +197,7 @@ class Api:
                 "corpus": {"sentences": len(corpus.examples), "contexts": int(len(rows))}, "layers": layers}
 
     async def predict(self, body: PredictRequest) -> dict:
-        from pyelmo.predict import BLANK
-        from pyelmo.tokenize import tokenize
+        from pyelmo.predict import BLANK, blank_tokens
 
         predictor = self.service.predictor
         if predictor is None:
@@ -207,11 +206,10 @@ class Api:
         self.check_k(body.k)
         sentence = body.sentence
         if isinstance(sentence, str) and body.position is None:
-            parts = sentence.split(BLANK)
-            if len(parts) != 2:
+            if sentence.count(BLANK) != 1:
                 raise ApiError(422, "sentence", f"mark exactly one word to predict with {BLANK}")
             self.tokens(sentence, "sentence")  # the limits, on the whole text
-            tokens = tokenize(parts[0]) + [BLANK] + tokenize(parts[1])
+            tokens = blank_tokens(sentence)
         else:
             tokens = self.tokens(sentence, "sentence")
         if len(tokens) > self.limits.max_tokens:
