@@ -15,6 +15,7 @@ Grids (variants; every variant is run for each task and seed):
   table2      top layer only | all layers lambda = 1     (lambda = 0.001 is table1's static+elmo)
   table3      ELMo at input and output (--elmo-output)   (input only is table1's static+elmo)
   adapt       static+elmo with --adapted-model DIR, a biLM continued on the task's training text
+  candidate   static+elmo with --candidate-model DIR, a biLM that may replace the shipped one
   elmo        static+elmo alone (with --bilm-context: one context's runs beside another's)
 
 ``--bilm-context sentence`` passes ``--bilm-context sentence`` to every run (the biLM reads each
@@ -47,6 +48,8 @@ VARIANTS = {
     "elmo-output": ["--features", "static+elmo", "--elmo-output"],
     # the biLM continued on the task's own training text (--adapted-model; docs/TASKS.md)
     "static+elmo+adapted": ["--features", "static+elmo", "--model", "{adapted}"],
+    # a candidate biLM for shipping (--candidate-model; e.g. the model-v2 run's best/ folder)
+    "static+elmo+candidate": ["--features", "static+elmo", "--model", "{candidate}"],
 }
 GRIDS = {
     "table1": ["static", "static+elmo"],
@@ -54,6 +57,7 @@ GRIDS = {
     "table2": ["top-layer", "lambda=1"],
     "table3": ["elmo-output"],
     "adapt": ["static+elmo+adapted"],
+    "candidate": ["static+elmo+candidate"],
     "elmo": ["static+elmo"],
 }
 #: Settings shared by every run (small task models; see docs/TASKS.md).  At least 300 updates
@@ -128,9 +132,11 @@ def _mix_weights(model_dir: Path) -> list[list[float]]:
 
 
 def _variant_args(variant: str, args: argparse.Namespace) -> list[str]:
-    if "{adapted}" in VARIANTS[variant] and not args.adapted_model:
-        sys.exit(f"variant {variant} needs --adapted-model DIR")
-    return [a.replace("{adapted}", args.adapted_model or "") for a in VARIANTS[variant]]
+    models = {"{adapted}": args.adapted_model, "{candidate}": args.candidate_model}
+    for placeholder, model in models.items():
+        if placeholder in VARIANTS[variant] and not model:
+            sys.exit(f"variant {variant} needs --{placeholder.strip('{}')}-model DIR")
+    return [models.get(a) or a for a in VARIANTS[variant]]
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -173,12 +179,15 @@ TABLES = {
         "static", "static+elmo", "static+elmo+adapted"],
     "Table 1 with the biLM reading each sentence on its own (--bilm-context sentence)": [
         "static@sentence", "static+elmo@line", "static+elmo@sentence"],
+    "Candidate biLM (model v2 run) against the shipped one, sentence context": [
+        "static@sentence", "static+elmo@sentence", "static+elmo+candidate@sentence"],
 }
 NAMES = {"bbc": "BBC topics (acc.)", "tweets": "tweet sentiment (acc.)", "pos": "Brown POS (acc.)",
          "ner": "NER, agreement with spaCy (span F1)"}
 HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lambda=1": "all layers, λ = 1",
            "top-layer": "top layer only", "elmo-output": "input and output",
            "static+elmo+adapted": "static + ELMo, adapted biLM",
+           "static+elmo+candidate@sentence": "static + ELMo, candidate biLM",
            "static@sentence": "static (same settings)", "static+elmo@line": "static + ELMo, line context", "static+elmo@sentence": "static + ELMo, sentence context"}
 
 
@@ -270,6 +279,7 @@ def main() -> None:
     parser.add_argument("--bilm-context", choices=["line", "sentence"],
                         help="--bilm-context of every run; run ids get @CONTEXT (default: line, ids without @)")
     parser.add_argument("--adapted-model", metavar="DIR", help="the adapted biLM of the adapt grid (pyelmo train OUT/model)")
+    parser.add_argument("--candidate-model", metavar="DIR", help="the biLM of the candidate grid (a model folder)")
     args = parser.parse_args()
     {"prepare": prepare, "run": run, "report": report, "figure2": figure2}[args.action](args)
 

