@@ -191,14 +191,30 @@ HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lamb
            "static@sentence": "static (same settings)", "static+elmo@line": "static + ELMo, line context", "static+elmo@sentence": "static + ELMo, sentence context"}
 
 
+#: The biLM context of each task's main runs (the default of ``pyelmo task train``: sentence for
+#: classify, line for tag).  A table cell of such a task reports its ``VARIANT@sentence`` runs, and
+#: the line-context runs (ids without ``@``) only where those were not run, marked "line".
+TASK_CONTEXT = {"bbc": "sentence", "tweets": "sentence"}
+
+
+def _runs(results: dict, task: str, variant: str) -> tuple[list[dict], str]:
+    """The runs of ``variant`` for ``task`` and a marker naming their context when it is not the task's own."""
+    if "@line" in variant or "@sentence" in variant or task not in TASK_CONTEXT:
+        return [r for k, r in results.items() if k.startswith(f"{task}/{variant}/")], ""
+    own = [r for k, r in results.items() if k.startswith(f"{task}/{variant}@{TASK_CONTEXT[task]}/")]
+    if own:
+        return own, ""
+    return [r for k, r in results.items() if k.startswith(f"{task}/{variant}/")], ", line"
+
+
 def _cell(results: dict, task: str, variant: str, split: str = "test") -> str:
-    vals = [100 * (_metric(task, r["test"]) if split == "test" else r["best_dev"])
-            for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
+    runs, marker = _runs(results, task, variant)
+    vals = [100 * (_metric(task, r["test"]) if split == "test" else r["best_dev"]) for r in runs]
     if not vals:
         return "not run"
     if len(vals) == 1:
-        return f"{vals[0]:.1f} (1 seed)"
-    return f"{statistics.mean(vals):.1f} ± {statistics.stdev(vals):.1f} ({len(vals)})"
+        return f"{vals[0]:.1f} (1 seed{marker})"
+    return f"{statistics.mean(vals):.1f} ± {statistics.stdev(vals):.1f} ({len(vals)}{marker})"
 
 
 def report(args: argparse.Namespace) -> None:
@@ -207,7 +223,7 @@ def report(args: argparse.Namespace) -> None:
     results = _load(Path(args.results))
     for title, variants in TABLES.items():
         own = [v for v in variants if v not in GRIDS["table1"]] or variants
-        if not any(k.split("/")[1] in own for k in results):
+        if not any(k.split("/")[1].removesuffix("@sentence").removesuffix("@line") in own for k in results):
             continue
         print(f"### {title}\n")
         print("| task | " + " | ".join(HEADERS.get(v, v) for v in variants) + " |")
@@ -240,8 +256,7 @@ def figure2(args: argparse.Namespace) -> None:
     weights = {}
     for task in TASKS:
         # recorded with the results; else read from the models under --runs
-        rows = [r["mix_weights"][0] for k, r in results.items()
-                if k.startswith(f"{task}/static+elmo/") and r.get("mix_weights")]
+        rows = [r["mix_weights"][0] for r in _runs(results, task, "static+elmo")[0] if r.get("mix_weights")]
         for model in [] if rows else sorted((Path(args.runs) / task).glob("static+elmo-s*")):
             w = load_file(str(model / "model.safetensors"))["mixes.0.scalar_parameters"]
             rows.append(np.exp(w) / np.exp(w).sum())
