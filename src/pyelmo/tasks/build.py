@@ -60,16 +60,14 @@ def _cap(items: list, key, n: int | None) -> list:
 
 def _distinct(rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """One ``(label, text)`` row per distinct text, at its first place, with its most frequent
-    label (ties: the first copy's).  Identical texts share a split (``doc_split`` keys on the
+    label (ties: the one seen first).  Identical texts share a split (``doc_split`` keys on the
     text), so without this a repeated tweet counts many times in one split's score."""
     from collections import Counter
 
     labels: dict[str, Counter] = {}
-    first: dict[str, str] = {}
     for label, text in rows:
         labels.setdefault(text, Counter())[label] += 1
-        first.setdefault(text, label)
-    return [(max(c, key=lambda lab: (c[lab], lab == first[text])), text) for text, c in labels.items()]
+    return [(max(c, key=c.__getitem__), text) for text, c in labels.items()]  # max keeps the first of ties
 
 
 def _source(name: str, cache: str | os.PathLike | None) -> Path:
