@@ -4,6 +4,10 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
+from pyelmo.errors import InputError
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -30,11 +34,7 @@ def test_gpu_check_runs_on_cpu_and_writes_its_json(tmp_path):
     assert training["returncode"] == 0 and training["steps"] == 2 and training["finite"]
 
 
-def test_gpu_check_fails_on_a_device_this_machine_lacks(tmp_path):
-    import pytest
-
-    from pyelmo.errors import InputError
-
+def test_gpu_check_fails_on_a_device_this_machine_lacks():
     with pytest.raises(InputError, match="not usable here"):
         _script().main(["--device", "nonexistent", "--configs", "small", "--exact-sentences", "2",
                         "--train-steps", "0"])
