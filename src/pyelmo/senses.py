@@ -46,12 +46,6 @@ def find_word(tokens: Sequence[str], word: str, where: str = "sentence") -> int:
     raise InputError(f"{where}: the word {word!r} is not a token of {' '.join(tokens)!r}")
 
 
-def word_vectors(embedder, sentences: Sequence[Sequence[str]], word: str) -> np.ndarray:
-    """``(n_sentences, L, D)``: the vectors of ``word`` in each sentence at every layer."""
-    outputs = embedder.embed_batch([list(s) for s in sentences])
-    return np.stack([out[:, find_word(s, word)] for s, out in zip(sentences, outputs)])
-
-
 def with_average_layer(vectors: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Append the mean of the layers (ELMo's default equal mix) and name every layer."""
     names = [f"layer {i}" for i in range(vectors.shape[1])] + ["average"]
