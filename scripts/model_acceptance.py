@@ -60,9 +60,10 @@ def senses_figure(model_dir: Path, senses_file: Path) -> dict[str, Any]:
     examples = read_sense_examples(senses_file)
     vectors, names = with_average_layer(example_vectors(ElmoEmbedder(str(model_dir)), examples))
     words, senses = [e.word for e in examples], [f"{e.word}/{e.sense}" for e in examples]
-    per_layer = {name: float(nearest_sense_scores(vectors[:, k], words, senses).mean()) for k, name in enumerate(names)}
+    layer_scores = {name: nearest_sense_scores(vectors[:, k], words, senses) for k, name in enumerate(names)}
+    per_layer = {name: float(s.mean()) for name, s in layer_scores.items()}
     top = vectors[:, len(names) - 2]  # the last real layer (the average is appended after it)
-    scores = nearest_sense_scores(top, words, senses)
+    scores = layer_scores[names[-2]]
     places = [target_place(e.tokens, e.word) for e in examples]
     index = np.array([find_word(e.tokens, e.word) for e in examples])
     after = np.array([len(e.tokens) - 1 - i for e, i in zip(examples, index)])
