@@ -138,6 +138,28 @@ def test_options_are_validated():
         RunOptions("fastest")
     with pytest.raises(ValueError):
         RunOptions("plain", token_cache=TokenCache())
+    with pytest.raises(ValueError):
+        RunOptions("plain", workspace=strategy.Workspace())
+
+
+def test_workspace_buffers_are_reused_across_calls_and_grow():
+    """The packed strategy's gate buffer is kept by the options' workspace: the same memory at the next
+    call of the same size, a larger one for a larger batch, and the outputs unchanged."""
+    model = _model()
+    options = RunOptions.inference()
+    small, large = batch_to_ids(_sentences(3, seed=2)), batch_to_ids(_sentences(40, seed=3))
+    first = _layers(model, small, fast=True, options=options)
+    kept = options.workspace._buffers["gates"]
+    again = _layers(model, small, fast=True, options=options)
+    assert options.workspace._buffers["gates"] is kept and torch.equal(first, again)
+    big = _layers(model, large, fast=True, options=options)
+    assert options.workspace._buffers["gates"].numel() > kept.numel()
+    assert (big - _layers(model, large, fast=False)).abs().max() < ATOL
+    assert torch.equal(_layers(model, small, fast=True, options=options), first)
+    workspace = strategy.Workspace()
+    view = workspace.buffer("x", (2, 3), torch.zeros(1, dtype=torch.bfloat16))
+    assert view.shape == (2, 3) and view.dtype == torch.bfloat16
+    assert workspace.buffer("x", (3, 2), torch.zeros(1)).dtype == torch.float32  # another dtype: a new buffer
 
 
 def test_fast_and_plain_paths_reproduce_reference(reference):
@@ -179,6 +201,27 @@ def test_char_cnn_as_one_product_equals_convolutions(activation):
             got = conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products)
             assert (got - expected).abs().max() < ATOL
             assert (encoder(ids, products, fused_conv=True) - encoder(ids)).abs().max() < ATOL
+
+
+def test_char_cnn_pools_bfloat16_responses_before_converting():
+    """In the bfloat16 mode the convolution responses stay bfloat16 until after the max: the same
+    numbers as converting every response to float32 first (the max commutes with the conversion)."""
+    encoder = _model().token_encoder
+    ids = batch_to_ids(_sentences(6, seed=4)).reshape(-1, 50)
+    products = Products(torch.bfloat16, kernels="mm")  # runs (slowly) on any CPU
+    with torch.no_grad():
+        got = conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products)
+        weight, bias, _ = kernels.padded_conv_weights(encoder.convolutions)
+        assert got.dtype == torch.float32
+        converted = products.mm_native(torch.zeros(1, weight.shape[1]), weight)
+        assert converted.dtype == torch.bfloat16
+        chars = encoder.char_embedding(ids).to(torch.bfloat16).float().transpose(1, 2)
+        expected = torch.cat([conv(chars).amax(-1) for conv in encoder.convolutions], -1)
+        assert (got - expected).abs().max() < 0.05  # bfloat16 products
+        # exactly the float32 max of the same bfloat16 products
+        original_mm_native = products.mm_native
+        products.mm_native = lambda x, w: original_mm_native(x, w).float()
+        assert torch.equal(conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products), got)
 
 
 def test_token_cache_equals_encoder_and_stays_bounded():

@@ -92,7 +92,7 @@ class BiLM(nn.Module):
             for l in range(self.config.lstm.n_layers):
                 pair = [self.directions[FORWARD][l], self.directions[BACKWARD][l]]
                 out, h, c = rows.run_level(pair, self.dropout(x), rows.sort(h0[:, l]), rows.sort(c0[:, l]),
-                                           options.products)
+                                           options)
                 if l > 0 and self.config.lstm.use_skip_connections:
                     out = out + x
                 final_h.append(rows.unsort(h))

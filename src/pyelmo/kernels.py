@@ -204,29 +204,47 @@ class Products:
             self.mm_out(x[d], w, out=out[d])
         return out
 
-    def run(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
-            bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W^T (+ bias)`` as float32 through ``kernel``, on its :meth:`prepare`'d weight."""
+    def product(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ W^T`` through ``kernel`` on its :meth:`prepare`'d weight, in this path's precision:
+        float32 with ``bias`` added, or the bfloat16 mode's bfloat16 result (``bias`` not added)."""
         if kernel == "onednn":
             rows, padded = x.shape[0], onednn_rows(x.shape[0])
             if padded != rows:  # a few shapes only: oneDNN keeps a compiled kernel per shape
                 x = torch.cat([x, x.new_zeros(padded - rows, x.shape[1])])
             x = (x if self.dtype is None else x.to(self.dtype)).contiguous()
             exact_bias = bias if self.dtype is None else None
-            y = torch.ops.mkldnn._linear_pointwise(x, prepared, exact_bias, "none", [], "")[:rows]
-            if self.dtype is None:
-                return y
-        elif self.dtype is None:
+            return torch.ops.mkldnn._linear_pointwise(x, prepared, exact_bias, "none", [], "")[:rows]
+        if self.dtype is None:
             return x @ prepared if bias is None else torch.addmm(bias, x, prepared)
-        else:
-            y = x.to(self.dtype) @ prepared
-        y = y.float()
+        return x.to(self.dtype) @ prepared
+
+    def run(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
+            bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ W^T (+ bias)`` as float32 through ``kernel``, on its :meth:`prepare`'d weight (into ``out``)."""
+        if out is not None and self.dtype is None and kernel != "onednn":
+            return torch.mm(x, prepared, out=out) if bias is None else torch.addmm(bias, x, prepared, out=out)
+        y = self.product(kernel, x, prepared, bias)
+        if self.dtype is None:
+            return y if out is None else out.copy_(y)
+        # the bfloat16 result to float32, then the bias added in float32 (a mixed-precision add is slower)
+        y = y.float() if out is None else out.copy_(y)
         return y if bias is None else y.add_(bias)
 
-    def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ w.T (+ bias)`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``)."""
+    def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ w.T (+ bias)`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``), into ``out`` if given."""
         kernel = self.kernel(x, w)
-        return self.run(kernel, x, self.weight(w, kernel), bias)
+        return self.run(kernel, x, self.weight(w, kernel), bias, out)
+
+    def mm_native(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``x @ w.T`` in the products' own result precision: bfloat16 in the bfloat16 mode, else
+        as :meth:`mm`. For results that are only compared (a max commutes with the exact
+        bfloat16 -> float32 conversion), so the conversion runs on the fewer values that are kept."""
+        if self.dtype is None:
+            return self.mm(x, w)
+        kernel = self.kernel(x, w)
+        return self.product(kernel, x, self.weight(w, kernel))
 
     def linear(self, x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
         """``layer(x)`` through these products."""
@@ -234,31 +252,20 @@ class Products:
             return F.linear(x, layer.weight, layer.bias)
         return self.mm(x, layer.weight, layer.bias)
 
-    def _torch_kernel(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor | None:
-        """``W^T`` when ``x @ w.T`` runs as a float32 ``torch`` product (``out=`` works), else ``None``."""
-        kernel = self.kernel(x, w)
-        return self.weight(w, kernel) if self.dtype is None and kernel != "onednn" else None
-
     def addmm(self, bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out = bias + x @ w.T``."""
-        wt = self._torch_kernel(x, w)
-        if wt is not None:
-            return torch.addmm(bias, x, wt, out=out)
-        return out.copy_(self.mm(x, w, bias))
+        return self.mm(x, w, bias, out)
 
     def addmm_(self, acc: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``acc += x @ w.T``."""
-        wt = self._torch_kernel(x, w)
-        if wt is not None:
-            return acc.addmm_(x, wt)
-        return acc.add_(self.mm(x, w))
+        kernel = self.kernel(x, w)
+        if self.dtype is None and kernel != "onednn":
+            return acc.addmm_(x, self.weight(w, kernel))
+        return acc.add_(self.product(kernel, x, self.weight(w, kernel)))  # a bfloat16 result is added in float32
 
     def mm_out(self, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out = x @ w.T``."""
-        wt = self._torch_kernel(x, w)
-        if wt is not None:
-            return torch.mm(x, wt, out=out)
-        return out.copy_(self.mm(x, w))
+        return self.mm(x, w, out=out)
 
 
 #: Plain differentiable ``torch`` products on the parameters themselves (training, the reference path).
@@ -300,17 +307,17 @@ def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.Mod
     kept = min(n_chars, starts + widest - 1)  # the characters those windows read; zeros after the row's end
     chars = F.pad(char_embedding(char_ids[:, :kept]), (0, 0, 0, starts + widest - 1 - kept))
     windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * starts, widest * emb)
-    responses = products.mm(windows, weight).view(n_tokens, starts, -1)
+    responses = products.mm_native(windows, weight).view(n_tokens, starts, -1)  # bfloat16 in the bfloat16 mode
     padding_window = char_embedding.weight[PAD_ID].repeat(widest)[None]  # (1, widest * emb)
-    padding_response = products.mm(padding_window, weight)[0]
+    padding_response = products.mm_native(padding_window, weight)[0]
     if starts <= n_chars - widest:  # every filter's windows are valid, and some hold padding only: one max
         # (under autograd ``max``, whose backward scatters to the argmax, rather than ``amax``'s tie masks)
         pooled = responses.max(dim=1).values if responses.requires_grad else responses.amax(dim=1)
-        return torch.maximum(pooled, padding_response) + bias
+        return torch.maximum(pooled, padding_response).float() + bias
     pooled = []
     for a, b, w in groups:
         group = responses[:, : min(starts, n_chars - w + 1), a:b].amax(dim=1)
         if starts <= n_chars - w:  # some valid windows hold padding only
             group = torch.maximum(group, padding_response[a:b])
         pooled.append(group)
-    return torch.cat(pooled, dim=1) + bias
+    return torch.cat(pooled, dim=1).float() + bias

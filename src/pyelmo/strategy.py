@@ -22,6 +22,7 @@ runs the model (``ElmoEmbedder``, ``Elmo``), never to the model.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -64,25 +65,48 @@ class CarriedStates:
         self.h, self.c = h, c
 
 
+class Workspace:
+    """Buffers the packed strategy reuses from call to call (inference only, like the token cache).
+
+    A large buffer allocated afresh at every call costs its page faults every time: glibc
+    returns allocations above its mmap threshold (at most 32 MB) to the system when they
+    are freed, e.g. the original model's 67 MB of gate pre-activations per block of steps.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, torch.Tensor] = {}
+
+    def buffer(self, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """An uninitialised ``shape`` tensor of ``like``'s dtype and device, kept as ``name`` (grown when needed)."""
+        size = math.prod(shape)
+        kept = self._buffers.get(name)
+        if kept is None or kept.numel() < size or kept.dtype != like.dtype or kept.device != like.device:
+            kept = self._buffers[name] = like.new_empty(size)
+        return kept[:size].view(shape)
+
+
 @dataclass
 class RunOptions:
     """How one ``BiLM.forward`` call runs (see the module docstring); the default is the plain strategy.
 
     ``strategy``: ``"plain"`` or ``"packed"``; ``products``: the product implementation;
     ``token_cache``: token vectors kept across calls (packed only); ``states``: carried LSTM
-    states (stateful mode) or ``None`` (stateless: every sentence starts from zeros).
+    states (stateful mode) or ``None`` (stateless: every sentence starts from zeros);
+    ``workspace``: buffers kept across calls (packed only).
     """
 
     strategy: str = "plain"
     products: Products = PLAIN
     token_cache: TokenCache | None = None
     states: CarriedStates | None = None
+    workspace: Workspace | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
-        if self.strategy == "plain" and (self.token_cache is not None or not self.products.differentiable):
-            raise ValueError("the plain strategy runs differentiable torch products and no token cache")
+        if self.strategy == "plain" and (self.token_cache is not None or self.workspace is not None
+                                         or not self.products.differentiable):
+            raise ValueError("the plain strategy runs differentiable torch products, no token cache and no workspace")
 
     @classmethod
     def inference(cls, *, stateful: bool = False, token_cache_size: int = 0, bf16: bool = False,
@@ -95,7 +119,7 @@ class RunOptions:
         on_cpu = torch.device(device).type == "cpu"
         dtype = torch.bfloat16 if (bf16 and (not on_cpu or usable_bf16(True))) else None
         return cls("packed", Products(dtype, onednn, kernels), TokenCache(token_cache_size) if token_cache_size > 0 else None,
-                   CarriedStates() if stateful else None)
+                   CarriedStates() if stateful else None, Workspace())
 
     @property
     def stateful(self) -> bool:
@@ -148,8 +172,8 @@ class PaddedRows(SortedRows):
         return torch.stack([tokens, reverse_within_lengths(tokens, self.sorted_lengths)])
 
     def run_level(self, pair: list[LstmWithProjection], x: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
-                  products: Products) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        if isinstance(products, TrainingProducts):  # training: both directions in one loop, packed rows
+                  options: RunOptions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if isinstance(options.products, TrainingProducts):  # training: both directions in one loop, packed rows
             return run_pair_differentiable(pair, x, self.batch_sizes, h, c)
         runs = [layer(x[d], self.batch_sizes, (h[d], c[d])) for d, layer in enumerate(pair)]
         return (torch.stack([out for out, _ in runs]), torch.stack([s[0] for _, s in runs]),
@@ -195,8 +219,8 @@ class PackedRows(SortedRows):
         return torch.stack([tokens, tokens[position[self.backward_src]]])
 
     def run_level(self, pair: list[LstmWithProjection], x: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
-                  products: Products) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return run_packed_pair(pair, x, self, h, c, products), h, c
+                  options: RunOptions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return run_packed_pair(pair, x, self, h, c, options.products, options.workspace), h, c
 
     def assemble(self, levels: list[torch.Tensor]) -> torch.Tensor:
         proj = levels[0].shape[-1]
@@ -208,7 +232,7 @@ class PackedRows(SortedRows):
 
 
 def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed: PackedRows,
-                    h: torch.Tensor, c: torch.Tensor, products: Products) -> torch.Tensor:
+                    h: torch.Tensor, c: torch.Tensor, products: Products, workspace: Workspace | None = None) -> torch.Tensor:
     """The packed strategy's time loop: the forward and backward layer of one level together over
     packed ``inputs (2, n_packed, in)``, with the layers' own :meth:`~LstmWithProjection.cell` and
     :meth:`~LstmWithProjection.clip_projection`.
@@ -219,6 +243,7 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
     products for a block of steps at a time, per direction; each step's recurrent and projection
     products of the two directions as one batched product on stacked weights (kept by the
     products) when they are small (per-call overhead dominates them: batch 1), else per direction.
+    The gate pre-activations of each block of steps go to one buffer (``workspace``'s if given).
     """
     layer = pair[0]
     biases = [lay.gate_bias() for lay in pair]
@@ -228,13 +253,18 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
     outputs = inputs.new_empty(2, packed.n_packed, layer.projection_dim)
     offsets, sizes = packed.offsets, packed.batch_sizes
     h_prev = h  # the previous step's outputs; its first sizes[t] rows are the rows running at step t
-    t0 = 0
+    blocks, t0 = [], 0  # blocks of steps whose input-to-gate products are computed in one product
     while t0 < len(sizes):
-        t1 = t0 + 1  # a block of steps whose input-to-gate products are computed in one product
+        t1 = t0 + 1
         while t1 < len(sizes) and offsets[t1 + 1] - offsets[t0] <= INPUT_GATE_CHUNK_ROWS:
             t1 += 1
+        blocks.append((t0, t1))
+        t0 = t1
+    shape = (2, max((offsets[b] - offsets[a] for a, b in blocks), default=0), 4 * layer.dim)
+    gates_buffer = workspace.buffer("gates", shape, inputs) if workspace is not None else inputs.new_empty(shape)
+    for t0, t1 in blocks:
         base = offsets[t0]
-        gates_block = inputs.new_empty(2, offsets[t1] - base, 4 * layer.dim)
+        gates_block = gates_buffer[:, : offsets[t1] - base]
         for d in (0, 1):
             products.addmm(biases[d], inputs[d, base : offsets[t1]], input_w[d], out=gates_block[d])
         for t in range(t0, t1):
@@ -243,7 +273,6 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
             hidden, _ = layer.cell(gates, c[:, :n], inplace=True)  # both directions share dim and clips
             h_prev = outputs[:, offsets[t] : offsets[t] + n]
             layer.clip_projection(products.mm_each_out(hidden, projection_w, out=h_prev), inplace=True)
-        t0 = t1
     for t, n in enumerate(sizes):  # final states: rows sizes[t + 1] .. n - 1 end at step t
         ending = sizes[t + 1] if t + 1 < len(sizes) else 0
         if ending < n:

@@ -90,11 +90,14 @@ class TrainingProducts(Products):
         """``w^T`` prepacked for oneDNN, kept until ``w`` changes."""
         return self.weight(w, "onednn_t")
 
-    def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ w.T (+ bias)``, differentiable."""
+    def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ w.T (+ bias)``, differentiable (into ``out`` if given)."""
         if self._uses_onednn(x, w):
-            return _PrepackedLinear.apply(x, w, bias, self)
-        return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
+            y = _PrepackedLinear.apply(x, w, bias, self)
+        else:
+            y = x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
+        return y if out is None else out.copy_(y)
 
     def linear(self, x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
         """``layer(x)``, differentiable."""
