@@ -188,5 +188,5 @@ def test_small_step_products_of_both_directions_run_batched(reference, policy, c
     assert (set(stacked) == {2}) if policy == "fixed" else not stacked
     if policy == "fixed":  # big products run one by one
         products = options.products
-        assert not products.batched(torch.zeros(2, 1024, 64), [torch.zeros(4096, 64)] * 2)
-        assert products.batched(torch.zeros(2, 1, 128), [torch.zeros(4096, 128)] * 2)
+        assert not products.each([torch.zeros(4096, 64)] * 2).batched(1024)
+        assert products.each([torch.zeros(4096, 128)] * 2).batched(1)

@@ -15,7 +15,7 @@
   chosen only on CPUs with bfloat16 instructions (:func:`usable_bf16`).
 
 Small same-shaped products of several weights on their own rows (the two directions of an LSTM
-level at one time step) run as one batched product (:meth:`Products.addmm_each_`,
+level at one time step) run as one batched product (:class:`EachDirection`,
 :data:`BATCHED_MAX_WORK`).
 
 :func:`conv_max_gemm` is the character CNN's kernel for the inference strategy: every
@@ -183,26 +183,9 @@ class Products:
             self._weights[slot] = cached
         return cached[2]
 
-    def batched(self, x: torch.Tensor, weights: list[torch.Tensor]) -> bool:
-        """Whether ``x[d] @ weights[d].T`` for every ``d`` runs as one batched product (:data:`BATCHED_MAX_WORK`)."""
-        return (self.dtype is None and self.policy not in KERNELS and x.dtype == torch.float32
-                and x.shape[1] * weights[0].numel() <= BATCHED_MAX_WORK)
-
-    def addmm_each_(self, acc: torch.Tensor, x: torch.Tensor, weights: list[torch.Tensor]) -> torch.Tensor:
-        """``acc[d] += x[d] @ weights[d].T`` for each ``d`` (``acc (D, n, out)``, ``x (D, n, in)``)."""
-        if self.batched(x, weights):
-            return acc.baddbmm_(x, self.stacked(weights))
-        for d, w in enumerate(weights):
-            self.addmm_(acc[d], x[d], w)
-        return acc
-
-    def mm_each_out(self, x: torch.Tensor, weights: list[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
-        """``out[d] = x[d] @ weights[d].T`` for each ``d`` (``out (D, n, out)``, ``x (D, n, in)``)."""
-        if self.batched(x, weights):
-            return torch.bmm(x, self.stacked(weights), out=out)
-        for d, w in enumerate(weights):
-            self.mm_out(x[d], w, out=out[d])
-        return out
+    def each(self, weights: list[torch.Tensor]) -> EachDirection:
+        """The products ``x[d] @ weights[d].T`` of every direction ``d`` in a time loop (:class:`EachDirection`)."""
+        return EachDirection(self, weights)
 
     def product(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -266,6 +249,41 @@ class Products:
     def mm_out(self, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out = x @ w.T``."""
         return self.mm(x, w, out=out)
+
+
+class EachDirection:
+    """``x[d] @ weights[d].T`` for every direction ``d`` (``x (D, n, in)``) at each step of a time loop.
+
+    Made once per loop: the weights' stacked ``W^T`` is looked up once, not at every step. Steps
+    of at most :data:`BATCHED_MAX_WORK` multiply-adds per direction run as one batched product on
+    it (float32, no kernel forced); larger ones run per direction through their chosen kernels.
+    """
+
+    def __init__(self, products: Products, weights: list[torch.Tensor]) -> None:
+        self.products, self.weights = products, weights
+        batches = products.dtype is None and products.policy not in KERNELS and weights[0].dtype == torch.float32
+        self.max_batched_rows = BATCHED_MAX_WORK // weights[0].numel() if batches else 0
+        self.stacked = products.stacked(weights) if self.max_batched_rows else None
+
+    def batched(self, rows: int) -> bool:
+        """Whether a step of ``rows`` rows runs as one batched product."""
+        return rows <= self.max_batched_rows
+
+    def addmm_(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``acc[d] += x[d] @ weights[d].T`` for each ``d`` (``acc (D, n, out)``)."""
+        if x.shape[1] <= self.max_batched_rows:
+            return acc.baddbmm_(x, self.stacked)
+        for d, w in enumerate(self.weights):
+            self.products.addmm_(acc[d], x[d], w)
+        return acc
+
+    def mm_out(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out[d] = x[d] @ weights[d].T`` for each ``d`` (``out (D, n, out)``)."""
+        if x.shape[1] <= self.max_batched_rows:
+            return torch.bmm(x, self.stacked, out=out)
+        for d, w in enumerate(self.weights):
+            self.products.mm_out(x[d], w, out=out[d])
+        return out
 
 
 #: Plain differentiable ``torch`` products on the parameters themselves (training, the reference path).

@@ -248,8 +248,8 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
     layer = pair[0]
     biases = [lay.gate_bias() for lay in pair]
     input_w = [lay.input_gates.weight for lay in pair]
-    state_w = [lay.state_gates.weight for lay in pair]
-    projection_w = [lay.projection.weight for lay in pair]
+    recurrent = products.each([lay.state_gates.weight for lay in pair])
+    projection = products.each([lay.projection.weight for lay in pair])
     outputs = inputs.new_empty(2, packed.n_packed, layer.projection_dim)
     offsets, sizes = packed.offsets, packed.batch_sizes
     h_prev = h  # the previous step's outputs; its first sizes[t] rows are the rows running at step t
@@ -262,17 +262,20 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
         t0 = t1
     shape = (2, max((offsets[b] - offsets[a] for a, b in blocks), default=0), 4 * layer.dim)
     gates_buffer = workspace.buffer("gates", shape, inputs) if workspace is not None else inputs.new_empty(shape)
+    step_outputs = outputs.split(sizes, dim=1)  # (2, sizes[t], P) views, one per step
     for t0, t1 in blocks:
         base = offsets[t0]
         gates_block = gates_buffer[:, : offsets[t1] - base]
         for d in (0, 1):
             products.addmm(biases[d], inputs[d, base : offsets[t1]], input_w[d], out=gates_block[d])
-        for t in range(t0, t1):
-            n, start = sizes[t], offsets[t] - base
-            gates = products.addmm_each_(gates_block[:, start : start + n], h_prev[:, :n], state_w)  # (2, n, 4H)
-            hidden, _ = layer.cell(gates, c[:, :n], inplace=True)  # both directions share dim and clips
-            h_prev = outputs[:, offsets[t] : offsets[t] + n]
-            layer.clip_projection(products.mm_each_out(hidden, projection_w, out=h_prev), inplace=True)
+        for t, gates in enumerate(gates_block.split(sizes[t0:t1], dim=1), start=t0):  # (2, n, 4H) per step
+            n = sizes[t]
+            if n < h_prev.shape[1]:  # the last rows have ended
+                h_prev = h_prev[:, :n]
+            hidden, _ = layer.cell(recurrent.addmm_(gates, h_prev), c if n == c.shape[1] else c[:, :n],
+                                   inplace=True)  # both directions share dim and clips
+            h_prev = step_outputs[t]
+            layer.clip_projection(projection.mm_out(hidden, out=h_prev), inplace=True)
     for t, n in enumerate(sizes):  # final states: rows sizes[t + 1] .. n - 1 end at step t
         ending = sizes[t + 1] if t + 1 < len(sizes) else 0
         if ending < n:
