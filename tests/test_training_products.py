@@ -146,3 +146,31 @@ def test_onednn_rows_padding_keeps_values():
     products = TrainingProducts(onednn=onednn_available())
     torch.testing.assert_close(products.mm(x, w), x @ w.t(), rtol=1e-5, atol=1e-5)
     assert math.isfinite(float(products.mm(x, w).sum()))
+
+
+@pytest.mark.parametrize("products", PRODUCTS)
+def test_padding_token_is_encoded_alone(products, monkeypatch):
+    """A padded batch's padding token (every character id 0) has no padding characters, so all of
+    its windows are computed; it is encoded on its own, so that the words sharing its chunk keep
+    computing only the windows their characters reach. Values and gradients are unchanged."""
+    from pyelmo import encoder as encoder_module
+
+    model = _model()
+    ids = batch_to_ids([["a", "cat", "ran"], ["dogs"]])  # the second row is padded: an all-zero token
+    assert not bool(ids[1, -1].any())
+    run_options = training_run_options(products)
+    calls = []
+    real = encoder_module.TokenEncoder.forward
+    monkeypatch.setattr(encoder_module.TokenEncoder, "forward",
+                        lambda self, chars, *a, **k: calls.append(chars.shape[0]) or real(self, chars, *a, **k))
+    token_encoder = model.bilm.token_encoder
+    fused = encoder_module.encode_distinct(token_encoder, ids, run_options.products, fused_conv=True)
+    assert calls[:2] == [1, 4]  # the padding token, then the 4 distinct words
+    (fused * torch.arange(fused.numel()).view_as(fused).sin()).sum().backward()
+    grads = [p.grad.clone() for p in token_encoder.parameters()]
+    token_encoder.zero_grad()
+    plain = token_encoder(ids)
+    (plain * torch.arange(plain.numel()).view_as(plain).sin()).sum().backward()
+    assert (fused - plain).abs().max() < 1e-5
+    for got, expected in zip(grads, (p.grad for p in token_encoder.parameters())):
+        assert (got - expected).abs().max() < 1e-5
