@@ -171,6 +171,23 @@ def test_products_follow_the_plain_path(corpus, tmp_path):
         torch.testing.assert_close(weights["fused"][name], w, rtol=1e-4, atol=1e-4)
 
 
+def test_bf16_training_validates_in_float32(corpus, tmp_path, monkeypatch):
+    """Under bfloat16 autocast the training steps run in bfloat16, and validation (the inference
+    strategy, which chooses its own precision) runs outside autocast: it used to fail on a CPU with
+    bfloat16 instructions (a bfloat16 input meeting a float32 weight in the packed LSTM)."""
+    from pyelmo.training import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "bf16_supported", lambda: True)  # autocast on any CPU (slow: tiny model)
+    config = config_from_dict(_config(train__max_steps=2, train__eval_every=1, train__checkpoint_every=0,
+                                      train__bf16=True))
+    tr = Trainer(config, tmp_path, resolve_data(corpus, None, None), progress=False)
+    assert isinstance(tr.autocast(), torch.autocast)
+    tr.run()
+    records = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    validated = [r["valid_ppl"] for r in records if "valid_ppl" in r]
+    assert validated and validated[-1] == pytest.approx(evaluate(tr.model, tr.valid_text).average, rel=1e-5)
+
+
 def test_non_latin_text_loss_falls(tmp_path):
     (tmp_path / "el.txt").write_text(_greek(120, 0), encoding="utf-8")
     config = config_from_dict(_config(train__max_steps=40, train__eval_every=0, softmax__negatives=8,

@@ -219,9 +219,10 @@ class Trainer:
     def validate(self) -> dict[str, float] | None:
         if self.valid_text is None:
             return None
-        with self.autocast():
-            result = evaluate(self.model, self.valid_text, 2 * self.config.data.batch_tokens, rank=self.dist.rank,
-                              world=self.dist.world, device=self.dist.device, all_reduce=self.dist.all_reduce)
+        # exact float32 even when training under bfloat16 autocast: evaluate runs the inference strategy, whose
+        # products choose their own precision, and runs of either precision report comparable perplexities
+        result = evaluate(self.model, self.valid_text, 2 * self.config.data.batch_tokens, rank=self.dist.rank,
+                          world=self.dist.world, device=self.dist.device, all_reduce=self.dist.all_reduce)
         return result.as_dict()
 
     # -- the loop ----------------------------------------------------------------------------
