@@ -29,6 +29,9 @@ class ElmoEmbedder:
     ``batch_size`` batches); ``token_cache_size`` - token-encoder outputs kept across
     batches (0 disables the cache). ``bf16=True`` is an explicit reduced-precision mode:
     the matrix products run in bfloat16 (vectors differ by about 0.5% of their largest value).
+
+    An embedder keeps state between calls (token cache, buffers, carried states): use one per
+    thread, or one thread per embedder as ``pyelmo serve`` does.
     """
 
     def __init__(self, model: BiLM | str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
