@@ -149,28 +149,35 @@ def test_onednn_rows_padding_keeps_values():
 
 
 @pytest.mark.parametrize("products", PRODUCTS)
-def test_padding_token_is_encoded_alone(products, monkeypatch):
-    """A padded batch's padding token (every character id 0) has no padding characters, so all of
-    its windows are computed; it is encoded on its own, so that the words sharing its chunk keep
-    computing only the windows their characters reach. Values and gradients are unchanged."""
+def test_padding_positions_are_not_encoded(products, monkeypatch):
+    """The plain strategy encodes only the positions within each row's length: a padded batch's
+    all-zero "token" has no padding characters, so in a chunk of the fused convolution it made every
+    word of the chunk compute all window positions. Values and gradients are unchanged."""
     from pyelmo import encoder as encoder_module
 
     model = _model()
     ids = batch_to_ids([["a", "cat", "ran"], ["dogs"]])  # the second row is padded: an all-zero token
     assert not bool(ids[1, -1].any())
-    run_options = training_run_options(products)
-    calls = []
+    seen = []
     real = encoder_module.TokenEncoder.forward
     monkeypatch.setattr(encoder_module.TokenEncoder, "forward",
-                        lambda self, chars, *a, **k: calls.append(chars.shape[0]) or real(self, chars, *a, **k))
-    token_encoder = model.bilm.token_encoder
-    fused = encoder_module.encode_distinct(token_encoder, ids, run_options.products, fused_conv=True)
-    assert calls[:2] == [1, 4]  # the padding token, then the 4 distinct words
-    (fused * torch.arange(fused.numel()).view_as(fused).sin()).sum().backward()
-    grads = [p.grad.clone() for p in token_encoder.parameters()]
-    token_encoder.zero_grad()
-    plain = token_encoder(ids)
-    (plain * torch.arange(plain.numel()).view_as(plain).sin()).sum().backward()
-    assert (fused - plain).abs().max() < 1e-5
-    for got, expected in zip(grads, (p.grad for p in token_encoder.parameters())):
+                        lambda self, chars, *a, **k: seen.append(chars.clone()) or real(self, chars, *a, **k))
+    bilm = model.bilm
+    weights = None
+    layers = {}
+    for name, options in (("fused", training_run_options(products)), ("plain", RunOptions())):
+        seen.clear()
+        bilm.zero_grad()
+        out = bilm(ids, options=options).layers
+        if weights is None:
+            weights = torch.arange(out.numel()).view_as(out).sin()
+        (out * weights).sum().backward()
+        layers[name] = (out.detach(), [p.grad.clone() for p in bilm.parameters()])
+        encoded = torch.cat([c.reshape(-1, c.shape[-1]) for c in seen])
+        assert encoded.any(dim=1).all()  # no all-zero (padding) row reached the encoder
+        assert len(torch.unique(encoded, dim=0)) == 6  # the 4 distinct words and <S>, </S>
+    (fused, fused_grads), (plain, plain_grads) = layers["fused"], layers["plain"]
+    assert (fused - plain).abs().max() < 1e-5 and plain.abs().max() > 0.1
+    assert (fused[:, 1, 1:] == 0).all()  # padding positions stay zero
+    for got, expected in zip(fused_grads, plain_grads):
         assert (got - expected).abs().max() < 1e-5

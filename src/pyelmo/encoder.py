@@ -82,13 +82,8 @@ def encode_distinct(encoder: TokenEncoder, char_ids: torch.Tensor, products: Pro
     def encode(ids: torch.Tensor) -> torch.Tensor:
         if not fused_conv:
             return encoder(ids, products)
-        # A padding token (every id 0; first, as rows are sorted) has no padding characters, so its
-        # windows at all max_chars positions are computed: alone, it does not make the rest of its
-        # chunk compute every position too (a word's last character bounds its chunk's windows).
-        first = 1 if ids.shape[0] > 1 and not bool(ids[0].any()) else 0
-        chunks = [encoder(ids[:first], products, fused_conv=True)] if first else []
-        chunks += [encoder(ids[k : k + CONV_CHUNK_TOKENS], products, fused_conv=True)
-                   for k in range(first, ids.shape[0], CONV_CHUNK_TOKENS)]
+        chunks = [encoder(ids[k : k + CONV_CHUNK_TOKENS], products, fused_conv=True)
+                  for k in range(0, ids.shape[0], CONV_CHUNK_TOKENS)]
         return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
 
     vectors = encode(distinct) if cache is None else cache.encode(encoder, distinct, encode, products.dtype)

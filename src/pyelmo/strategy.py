@@ -167,8 +167,12 @@ class PaddedRows(SortedRows):
     def encode(self, encoder: TokenEncoder, char_ids: torch.Tensor, full_mask: torch.Tensor,
                options: RunOptions) -> torch.Tensor:
         products = options.products  # training's products: the convolutions as one product (differentiable)
-        tokens = encode_distinct(encoder, char_ids[self.order], products,
-                                 fused_conv=isinstance(products, TrainingProducts)) * full_mask[self.order].unsqueeze(-1)
+        mask = full_mask[self.order]
+        # only the positions within each row's length are encoded; padding positions stay zero (an all-zero
+        # "token" would also make the fused convolution compute every position for the words sharing its chunk)
+        real = encode_distinct(encoder, char_ids[self.order][mask], products,
+                               fused_conv=isinstance(products, TrainingProducts))
+        tokens = real.new_zeros(*mask.shape, real.shape[-1]).index_put((mask,), real)
         return torch.stack([tokens, reverse_within_lengths(tokens, self.sorted_lengths)])
 
     def run_level(self, pair: list[LstmWithProjection], x: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
