@@ -235,20 +235,12 @@ class Products:
             return F.linear(x, layer.weight, layer.bias)
         return self.mm(x, layer.weight, layer.bias)
 
-    def addmm(self, bias: torch.Tensor, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """``out = bias + x @ w.T``."""
-        return self.mm(x, w, bias, out)
-
     def addmm_(self, acc: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``acc += x @ w.T``."""
         kernel = self.kernel(x, w)
         if self.dtype is None and kernel != "onednn":
             return acc.addmm_(x, self.weight(w, kernel))
         return acc.add_(self.product(kernel, x, self.weight(w, kernel)))  # a bfloat16 result is added in float32
-
-    def mm_out(self, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """``out = x @ w.T``."""
-        return self.mm(x, w, out=out)
 
 
 class EachDirection:
@@ -271,7 +263,7 @@ class EachDirection:
 
     def addmm_(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``acc[d] += x[d] @ weights[d].T`` for each ``d`` (``acc (D, n, out)``)."""
-        if x.shape[1] <= self.max_batched_rows:
+        if self.batched(x.shape[1]):
             return acc.baddbmm_(x, self.stacked)
         for d, w in enumerate(self.weights):
             self.products.addmm_(acc[d], x[d], w)
@@ -279,10 +271,10 @@ class EachDirection:
 
     def mm_out(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out[d] = x[d] @ weights[d].T`` for each ``d`` (``out (D, n, out)``)."""
-        if x.shape[1] <= self.max_batched_rows:
+        if self.batched(x.shape[1]):
             return torch.bmm(x, self.stacked, out=out)
         for d, w in enumerate(self.weights):
-            self.products.mm_out(x[d], w, out=out[d])
+            self.products.mm(x[d], w, out=out[d])
         return out
 
 

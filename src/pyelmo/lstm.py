@@ -65,7 +65,7 @@ class LstmWithProjection(nn.Module):
         """``h = clip(hidden W_P, proj_clip)`` (into ``out`` if given; then without autograd)."""
         if out is None:
             return self.clip_projection(products.mm(hidden, self.projection.weight))
-        return self.clip_projection(products.mm_out(hidden, self.projection.weight, out=out), inplace=True)
+        return self.clip_projection(products.mm(hidden, self.projection.weight, out=out), inplace=True)
 
     def clip_projection(self, h: torch.Tensor, inplace: bool = False) -> torch.Tensor:
         """``clip(h, proj_clip)`` of projected outputs ``h = hidden W_P`` (``inplace``: no autograd)."""

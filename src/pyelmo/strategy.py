@@ -271,7 +271,7 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
         base = offsets[t0]
         gates_block = gates_buffer[:, : offsets[t1] - base]
         for d in (0, 1):
-            products.addmm(biases[d], inputs[d, base : offsets[t1]], input_w[d], out=gates_block[d])
+            products.mm(inputs[d, base : offsets[t1]], input_w[d], biases[d], out=gates_block[d])
         for t, gates in enumerate(gates_block.split(sizes[t0:t1], dim=1), start=t0):  # (2, n, 4H) per step
             n = sizes[t]
             if n < h_prev.shape[1]:  # the last rows have ended
