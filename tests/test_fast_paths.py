@@ -142,6 +142,17 @@ def test_options_are_validated():
         RunOptions("plain", workspace=strategy.Workspace())
 
 
+def test_packed_strategy_keeps_its_own_precision_under_autocast():
+    """An enclosing bfloat16 autocast (e.g. a bf16 training step around validation) does not reach the
+    packed strategy, whose products choose their own precision: the same outputs as without it."""
+    model = _model()
+    ids = batch_to_ids(_sentences(9, seed=1))
+    expected = _layers(model, ids, fast=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = _layers(model, ids, fast=True)
+    assert got.dtype == torch.float32 and torch.equal(got, expected)
+
+
 def test_workspace_buffers_are_reused_across_calls_and_grow():
     """The packed strategy's gate buffer is kept by the options' workspace: the same memory at the next
     call of the same size, a larger one for a larger batch, and the outputs unchanged."""

@@ -85,7 +85,10 @@ class BiLM(nn.Module):
 
         packed = options.strategy == "packed" and char_ids.shape[0] > 0
         rows = (PackedRows if packed else PaddedRows)(lengths, char_ids.shape[1])
-        with torch.no_grad() if packed else contextlib.nullcontext():
+        # the packed strategy's products choose their own precision (RunOptions.inference(bf16=...)): an
+        # enclosing autocast would hand bfloat16 activations to its float32 weights
+        no_autocast = torch.autocast(char_ids.device.type, enabled=False) if packed else contextlib.nullcontext()
+        with torch.no_grad() if packed else contextlib.nullcontext(), no_autocast:
             x = rows.encode(self.token_encoder, char_ids, full_mask, options)
             h0, c0 = self._initial_state(len(lengths), x, initial_state, options)
             levels, final_h, final_c = [x], [], []
