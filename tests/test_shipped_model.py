@@ -63,6 +63,17 @@ def test_demo_and_predict_run_with_the_shipped_model(tmp_path, capsys):
     assert len(predictions.combined) == 10
 
 
+def test_predict_ranks_words_that_fit_the_whole_sentence():
+    """The forward LM alone puts punctuation first after "the river"; the whole sentence's probability
+    ranks nouns that "." can follow, "shore" and "side" among them (MODEL_CARD.md)."""
+    sentence = "The boat stopped near the river ___ .".split()
+    predictions = WordPredictor.from_pretrained().predict(sentence, k=10)
+    combined = [w for w, _ in predictions.combined]
+    assert predictions.forward[0][0] in {".", ","}
+    assert all(w.isalpha() for w in combined)
+    assert {"shore", "side"} <= set(combined)
+
+
 def test_shipped_model_is_a_trained_language_model(tmp_path):
     """Full-softmax perplexity on the 96 sense-test sentences (modern English the corpus never
     saw verbatim): an untrained model of this vocabulary gives about 30,000; the shipped one

@@ -1,0 +1,77 @@
+"""``pyelmo predict``'s rankings: each direction at the blank, and the whole sentence's probability."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+import torch
+
+from pyelmo.characters import batch_to_ids
+from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
+from pyelmo.lm import LanguageModel
+from pyelmo.predict import WordPredictor
+from pyelmo.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
+
+WORDS = list(SPECIALS) + [a + b for a in string.ascii_lowercase[:6] for b in "xyz"]  # 3 + 18 words
+
+
+def _model() -> LanguageModel:
+    cfg = ElmoConfig(char_cnn=CharCNNConfig(filters=((1, 4), (2, 4)), n_highway=1, embedding_dim=4),
+                     lstm=LSTMConfig(dim=8, projection_dim=6, n_layers=2))
+    torch.manual_seed(0)
+    lm = LanguageModel(cfg, len(WORDS)).eval()
+    with torch.no_grad():  # a random softmax with some spread, so that the rankings differ
+        lm.softmax_weight.mul_(8.0)
+    return lm
+
+
+def _predictor(candidates: int) -> WordPredictor:
+    return WordPredictor(_model(), Vocabulary(WORDS), candidates=candidates, batch_size=5)
+
+
+def _sentence_log_probs(lm: LanguageModel, vocab: Vocabulary, sentence: list[str]) -> torch.Tensor:
+    """Forward + backward log-probability of the whole sentence from the training loss (full softmax,
+    the plain strategy: the predictor runs the packed one)."""
+    targets = torch.tensor([[BOS_ID, *vocab.encode(sentence), EOS_ID]])
+    with torch.no_grad():
+        return -lm(batch_to_ids([sentence]), targets).sum()
+
+
+@pytest.mark.parametrize("position", [0, 2, 3])
+def test_combined_is_the_whole_sentence_probability_over_all_words(position):
+    """With every word a candidate, the combined distribution is P(sentence with w) of both LMs
+    renormalised over the vocabulary: the parts left out of ``sentence_log_probs`` cancel."""
+    lm, vocab = _model(), Vocabulary(WORDS)
+    predictor = WordPredictor(lm, vocab, candidates=len(WORDS), batch_size=5)
+    tokens = ["ax", "by", "cz", "dx"]
+    got = predictor.predict(tokens, position, k=len(WORDS) - len(SPECIALS)).combined
+    brute = torch.stack([_sentence_log_probs(lm, vocab, tokens[:position] + [w] + tokens[position + 1:])
+                         for w in WORDS[len(SPECIALS):]])
+    expected = brute.softmax(0)
+    ranked = sorted(zip(WORDS[len(SPECIALS):], expected.tolist()), key=lambda x: -x[1])
+    assert [w for w, _ in got] == [w for w, _ in ranked]
+    assert [p for _, p in got] == pytest.approx([p for _, p in ranked], abs=1e-5)
+
+
+def test_candidates_zero_is_the_product_of_the_two_directions():
+    predictor = _predictor(candidates=0)
+    tokens = ["ax", "by", "cz"]
+    forward, backward = predictor.log_probs(tokens, 1)
+    product = torch.log_softmax(forward + backward, dim=-1)[len(SPECIALS):].exp()
+    got = predictor.predict(tokens, 1, k=3).combined
+    top = product.topk(3)
+    assert [w for w, _ in got] == [WORDS[int(i) + len(SPECIALS)] for i in top.indices]
+    assert [p for _, p in got] == pytest.approx(top.values.tolist(), abs=1e-6)
+
+
+def test_few_candidates_rank_only_words_from_the_directions_top_lists():
+    predictor = _predictor(candidates=2)
+    tokens = ["ax", "by", "cz"]
+    forward, backward = predictor.log_probs(tokens, 1)
+    allowed = {int(i) + len(SPECIALS) for s in (forward, backward, forward + backward)
+               for i in s[len(SPECIALS):].topk(2).indices}
+    combined = predictor._rescored(tokens, 1, forward, backward, k=2)
+    assert set(torch.isfinite(combined).nonzero().flatten().tolist()) == allowed
+    assert float(combined.exp().sum()) == pytest.approx(1.0, abs=1e-5)
+    assert {w for w, _ in predictor.predict(tokens, 1, k=2).combined} <= {WORDS[i] for i in allowed}
