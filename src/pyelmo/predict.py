@@ -62,8 +62,7 @@ class WordPredictor:
                  batch_size: int = 64) -> None:
         self.bilm = lm.bilm.eval()
         self.weight, self.bias = lm.softmax_weight.detach(), lm.softmax_bias.detach()
-        self.vocabulary = vocab
-        self.vocab = vocab.words
+        self.vocab = vocab
         self.candidates, self.batch_size = candidates, batch_size
         self.options = RunOptions.inference()
 
@@ -98,11 +97,11 @@ class WordPredictor:
         ``words[i]`` at ``position``, each up to a constant shared by all the words: the predictions
         that cannot see ``position`` (the forward LM's before it, the backward LM's after it) are left out."""
         tokens, n, p = list(tokens), len(tokens), self.bilm.config.projection_dim
-        context = self.vocabulary.encode(tokens)
+        context = self.vocab.encode(tokens)
         forward, backward = [], []
         for start in range(0, len(words), self.batch_size):
             chunk = list(words[start:start + self.batch_size])
-            sentences = [tokens[:position] + [self.vocab[w]] + tokens[position + 1:] for w in chunk]
+            sentences = [tokens[:position] + [self.vocab.words[w]] + tokens[position + 1:] for w in chunk]
             targets = torch.tensor([[BOS_ID, *context[:position], w, *context[position + 1:], EOS_ID] for w in chunk])
             top = self.bilm(batch_to_ids(sentences), keep_sentence_boundaries=True, options=self.options).layers[-1]
             # boundary index j: the forward state there predicts target j + 1, the backward one target j - 1
@@ -133,7 +132,7 @@ class WordPredictor:
     def _rescored(self, tokens: list[str], position: int, forward: torch.Tensor, backward: torch.Tensor,
                   k: int) -> torch.Tensor:
         """``(V,)`` log-probabilities of the candidates by the whole sentence's probability (others -inf)."""
-        n = min(max(self.candidates, k), len(self.vocab) - len(SPECIALS))
+        n = min(max(self.candidates, k), len(self.vocab.words) - len(SPECIALS))
         words = sorted({int(i) + len(SPECIALS) for scores in (forward, backward, forward + backward)
                         for i in scores[len(SPECIALS):].topk(n).indices})
         sentence_forward, sentence_backward = self.sentence_log_probs(tokens, position, words)
@@ -144,5 +143,5 @@ class WordPredictor:
     def _top(self, log_probs: torch.Tensor, k: int) -> list[tuple[str, float]]:
         log_probs = log_probs.clone()
         log_probs[: len(SPECIALS)] = float("-inf")  # <S>, </S>, <UNK> are no answers
-        values, indices = log_probs.exp().topk(min(k, len(self.vocab) - len(SPECIALS)))
-        return [(self.vocab[i], float(v)) for v, i in zip(values, indices.tolist())]
+        values, indices = log_probs.exp().topk(min(k, len(self.vocab.words) - len(SPECIALS)))
+        return [(self.vocab.words[i], float(v)) for v, i in zip(values, indices.tolist())]
