@@ -21,7 +21,7 @@ import torch
 
 from pyelmo.characters import batch_to_ids
 from pyelmo.errors import InputError
-from pyelmo.lm import LanguageModel, load_language_model
+from pyelmo.lm import LanguageModel, full_softmax_nll, load_language_model
 from pyelmo.strategy import RunOptions
 from pyelmo.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 
@@ -109,15 +109,12 @@ class WordPredictor:
             backward.append(self._log_likelihood(top[:, 1:position + 3, p:], targets[:, :position + 2]))
         return torch.cat(forward), torch.cat(backward)
 
-    def _log_likelihood(self, states: torch.Tensor, targets: torch.Tensor, rows: int = 256) -> torch.Tensor:
-        """Summed log-probability of ``targets (B, T)`` under the softmax of ``states (B, T, P)``, ``rows``
-        predictions at a time (their logits stay in cache for the normaliser: 1.5x faster than all at once)."""
-        flat, wanted = states.reshape(-1, states.shape[-1]), targets.reshape(-1, 1)
-        chosen = []
-        for i in range(0, flat.shape[0], rows):
-            logits = torch.addmm(self.bias, flat[i:i + rows], self.weight.T)
-            chosen.append(logits.gather(1, wanted[i:i + rows]).squeeze(1) - torch.logsumexp(logits, dim=1))
-        return torch.cat(chosen).view(targets.shape).sum(-1)
+    def _log_likelihood(self, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Summed log-probability of ``targets (B, T)`` under the full softmax of ``states (B, T, P)``, 256
+        predictions at a time (their logits stay in cache for the normaliser: 1.5x faster than 2048)."""
+        nll = full_softmax_nll(states.reshape(-1, states.shape[-1]), targets.reshape(-1), self.weight, self.bias,
+                               chunk=256)
+        return -nll.view(targets.shape).sum(-1)
 
     def predict(self, tokens: Sequence[str], position: int | None = None, k: int = 10) -> Predictions:
         """Top-k words at ``position`` (default: the token ``___``)."""
