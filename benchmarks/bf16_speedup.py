@@ -25,11 +25,11 @@ PRODUCT_OPS = ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::ad
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="original")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--sentences", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--config", default="original", help="model size: original, medium or small (random weights)")
+    parser.add_argument("--batch", type=int, default=32, help="sentences per call")
+    parser.add_argument("--sentences", type=int, default=64, help="sentences per round")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds of each mode, interleaved")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--profile", action="store_true", help="also split each mode's CPU time into products and the rest")
     args = parser.parse_args()
 
