@@ -190,3 +190,68 @@ def test_small_step_products_of_both_directions_run_batched(reference, policy, c
         products = options.products
         assert not products.each([torch.zeros(4096, 64)] * 2).batched(1024)
         assert products.each([torch.zeros(4096, 128)] * 2).batched(1)
+
+
+# -- the bfloat16 mode: each shape class in bfloat16, or exact where bfloat16 does not pay here --------
+def _bf16_options(monkeypatch, choice: str | None, kernels: str = "auto") -> RunOptions:
+    """The packed strategy with bfloat16 products (on any CPU), every precision measurement answering ``choice``."""
+    import dataclasses
+
+    if choice is not None:  # measured anew (a new process, no cache file), with this answer
+        monkeypatch.setattr(kernelchoice, "MEASURED", MeasuredChoices())
+        kernel_cache_path().unlink(missing_ok=True)
+        monkeypatch.setattr(kernelchoice, "measure_precision", lambda products, rows, w: choice)
+    return dataclasses.replace(RunOptions.inference(kernels=kernels), products=Products(torch.bfloat16, kernels=kernels))
+
+
+def test_bf16_mode_runs_exact_float32_where_that_measured_faster(reference, cache, monkeypatch):
+    model = load_bilm_hdf5(reference.options, reference.weights)
+    batch = reference.batch(0)
+    with torch.no_grad():
+        exact = model(batch_to_ids(batch), options=_bf16_options(monkeypatch, "float32")).layers[-1].numpy()
+        low = model(batch_to_ids(batch), options=_bf16_options(monkeypatch, "bfloat16")).layers[-1].numpy()
+        fixed = model(batch_to_ids(batch), options=_bf16_options(monkeypatch, None, "fixed")).layers[-1].numpy()
+    for k, sentence in enumerate(batch):  # every product exact: the reference outputs
+        np.testing.assert_allclose(exact[k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
+    np.testing.assert_array_equal(low, fixed)  # every product in bfloat16: as the fixed rule (always bfloat16)
+    assert np.abs(low - exact).max() > 1e-4  # and that is not exact
+
+
+def test_bf16_precision_choice_is_measured_once_and_kept_on_disk(cache, monkeypatch):
+    asked = []
+    monkeypatch.setattr(kernelchoice, "measure_precision", lambda products, rows, w: asked.append(rows) or "float32")
+    x, w, b = torch.randn(3, 24), torch.randn(40, 24), torch.randn(40)
+    with torch.no_grad():
+        y = Products(torch.bfloat16).mm(x, w, b)
+        Products(torch.bfloat16).mm(x, w, b)  # a second object in this process: no new measurement
+    assert asked == [8]
+    assert (y - torch.addmm(b, x, w.t())).abs().max() < ATOL  # measured faster exact: computed exact
+    stored = json.loads(kernel_cache_path().read_text())["choices"]
+    assert stored["precision threads=%d rows=8 weight=40x24" % torch.get_num_threads()] == "float32"
+    monkeypatch.setattr(kernelchoice, "MEASURED", MeasuredChoices())  # a new process: read from disk
+    with torch.no_grad():
+        Products(torch.bfloat16).mm(x, w, b)
+    assert asked == [8]
+
+
+def test_bf16_precision_choice_is_not_made_without_auto(cache, monkeypatch):
+    monkeypatch.setattr(kernelchoice, "measure_precision", lambda *a: pytest.fail("measured"))
+    x, w = torch.randn(3, 24), torch.randn(40, 24)
+    for kernels in ["fixed", "mm"]:
+        products = Products(torch.bfloat16, kernels=kernels)
+        assert not products.runs_exact(x, w)
+    assert not Products().runs_exact(x, w)  # the exact mode has nothing to choose
+
+
+def test_bf16_precision_measurement_prefers_bfloat16_on_near_ties(monkeypatch):
+    products = Products(torch.bfloat16)
+    w = torch.randn(40, 24)
+    for seconds, chosen in [({"bfloat16": 1.0, "float32": 0.95}, "bfloat16"),
+                            ({"bfloat16": 1.0, "float32": 0.5}, "float32")]:
+        monkeypatch.setattr(kernelchoice, "time_precisions", lambda p, rows, w, s=seconds: s)
+        assert kernelchoice.measure_precision(products, 8, w) == chosen
+
+
+def test_bf16_precision_timing_runs_both_sides(cache):
+    seconds = kernelchoice.time_precisions(Products(torch.bfloat16), 2, torch.randn(40, 24))
+    assert set(seconds) == set(kernelchoice.PRECISIONS) and all(0 < s < 1 for s in seconds.values())

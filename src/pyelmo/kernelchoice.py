@@ -3,7 +3,8 @@
 :class:`pyelmo.kernels.Products` asks :func:`kernel_policy` how to choose, :func:`fixed_kernel`
 for the fixed rule, and :data:`MEASURED` (:func:`measure_kernels` at first use of a shape class)
 for the measured choice, kept in ``~/.cache/pyelmo/kernels/choices.json`` keyed by
-:func:`machine_key`.
+:func:`machine_key`. In the bfloat16 mode the same table holds, per shape class, whether
+bfloat16 or exact float32 runs it faster here (:func:`measure_precision`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ def onednn_available() -> bool:
 #: count and the shape: on an AVX2 AMD EPYC oneDNN ran the LSTM's batch-32 products at 2-4x
 #: ``torch.mm``, on an AMX Xeon it was no faster, and for one row ``torch.mm`` on ``W^T`` often wins.
 KERNELS = ("mm", "mm_t", "onednn")
+#: In the bfloat16 mode, each product's shape class runs in bfloat16 or, where that does not pay
+#: here, as exact float32 (e.g. one row through a small projection, where the conversions and
+#: oneDNN's per-call overhead cost more than the product): measured like the kernels.
+PRECISIONS = ("bfloat16", "float32")
 #: How the kernels are chosen: measured here and cached (``auto``), the fixed rule, or one kernel for all.
 KERNEL_POLICIES = ("auto", "fixed", *KERNELS)
 #: The environment variable that sets the policy when none is passed (default ``auto``).
@@ -110,7 +115,7 @@ def read_choices(path: Path, key: dict[str, str]) -> dict[str, str]:
     if not isinstance(data, dict) or any(data.get(k) != v for k, v in key.items()):
         return {}
     choices = data.get("choices")
-    return {k: v for k, v in choices.items() if v in KERNELS} if isinstance(choices, dict) else {}
+    return {k: v for k, v in choices.items() if v in KERNELS + PRECISIONS} if isinstance(choices, dict) else {}
 
 
 class MeasuredChoices:
@@ -170,16 +175,22 @@ def time_kernels(products: Products, rows: int, w: torch.Tensor) -> dict[str, fl
     with torch.no_grad():
         x = torch.randn(rows, w.shape[1])
         prepared = {k: products.prepare(w, k) for k in candidates}
-        best = dict.fromkeys(candidates, math.inf)
-        start = time.perf_counter()
-        for calls in range(MEASURE_CALLS + 1):
-            for k in candidates:
-                began = time.perf_counter()
-                products.run(k, x, prepared[k])
-                if calls:
-                    best[k] = min(best[k], time.perf_counter() - began)
-            if calls >= 2 and time.perf_counter() - start > MEASURE_SECONDS:
-                break
+        return fastest_calls({k: functools.partial(products.run, k, x, prepared[k]) for k in candidates})
+
+
+def fastest_calls(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Each call's fastest time in seconds: interleaved rounds after one warm-up round, at least 2 and
+    at most ``MEASURE_CALLS`` timed, stopping once ``MEASURE_SECONDS`` have passed."""
+    best = dict.fromkeys(calls, math.inf)
+    start = time.perf_counter()
+    for round_ in range(MEASURE_CALLS + 1):
+        for name, call in calls.items():
+            began = time.perf_counter()
+            call()
+            if round_:
+                best[name] = min(best[name], time.perf_counter() - began)
+        if round_ >= 2 and time.perf_counter() - start > MEASURE_SECONDS:
+            break
     return best
 
 
@@ -198,3 +209,29 @@ def choose_kernel(seconds: dict[str, float], rows: int, w: torch.Tensor) -> str:
     """The kernel to keep given each kernel's ``seconds``: see :func:`measure_kernels`."""
     fastest, default = min(seconds, key=seconds.__getitem__), fixed_kernel(rows, w)
     return fastest if seconds[fastest] < (1 - MEASURE_MARGIN) * seconds[default] else default
+
+
+def time_precisions(products: Products, rows: int, w: torch.Tensor) -> dict[str, float]:
+    """Seconds of ``rows`` rows times ``w.T`` in ``products``' bfloat16 mode and as exact float32 (through
+    the float32 kernel :attr:`Products.exact` chooses), on ``w`` itself and random inputs (:func:`fastest_calls`)."""
+    exact = products.exact
+    with torch.no_grad():
+        x = torch.randn(rows, w.shape[1])
+        kernels = {"bfloat16": products.kernel(x, w), "float32": exact.kernel(x, w)}
+        sides = {"bfloat16": products, "float32": exact}
+        prepared = {k: sides[k].prepare(w, kernels[k]) for k in PRECISIONS}
+        return fastest_calls({k: functools.partial(sides[k].run, kernels[k], x, prepared[k]) for k in PRECISIONS})
+
+
+def precision(products: Products, rows: int, w: torch.Tensor) -> str:
+    """In ``products``' bfloat16 mode: ``"bfloat16"`` or ``"float32"`` for the row class ``rows`` times
+    ``w.T``, as stored in :data:`MEASURED`, else :func:`measure_precision`'s answer, stored."""
+    entry = f"precision threads={torch.get_num_threads()} rows={rows} weight={w.shape[0]}x{w.shape[1]}"
+    return MEASURED.get(entry, lambda: measure_precision(products, MEASURE_ROWS[rows], w))
+
+
+def measure_precision(products: Products, rows: int, w: torch.Tensor) -> str:
+    """``"float32"`` if exact float32 runs ``rows`` rows times ``w.T`` at least ``MEASURE_MARGIN`` faster
+    than the bfloat16 mode here (:func:`time_precisions`), else ``"bfloat16"``."""
+    seconds = time_precisions(products, rows, w)
+    return "float32" if seconds["float32"] < (1 - MEASURE_MARGIN) * seconds["bfloat16"] else "bfloat16"

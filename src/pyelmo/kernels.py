@@ -97,7 +97,7 @@ class Products:
     every product. All are exact float32: only the order of the sums differs.
     ``onednn=False`` forces ``torch.mm`` (``kernels="mm"``), ``onednn=True`` the fixed rule.
     With ``dtype=torch.bfloat16``, products run on bfloat16 inputs and weights, through
-    oneDNN when available.
+    oneDNN when available; with ``"auto"``, shape classes measured faster in float32 run exact (:meth:`runs_exact`).
 
     Prepared weights (transposed, packed and/or cast to bfloat16, and any :meth:`derived`
     weight) are made once per parameter, kept by this object while the parameter lives,
@@ -132,6 +132,20 @@ class Products:
                 cached = (weakref.ref(owner), key, build())
             self._derived[id(owner)] = cached
         return cached[2]
+
+    @functools.cached_property
+    def exact(self) -> Products:
+        """The exact float32 products with this object's kernel policy (what :meth:`runs_exact` hands products to)."""
+        return Products(None, kernels=self.policy)
+
+    def runs_exact(self, x: torch.Tensor, w: torch.Tensor) -> bool:
+        """In the bfloat16 mode with the ``"auto"`` policy: whether ``x @ w.T`` runs as exact float32
+        instead, because bfloat16 measured slower for its shape class here (:func:`kernelchoice.precision`)."""
+        if self.dtype is None or self.policy != "auto" or x.device.type != "cpu" or x.dtype != torch.float32:
+            return False
+        key = ("precision", row_class(x.shape[0]), w.shape)
+        chosen = self._chosen.get(key) or self._chosen.setdefault(key, kernelchoice.precision(self, key[1], w))
+        return chosen == "float32"
 
     def kernel(self, x: torch.Tensor, w: torch.Tensor) -> str:
         """The kernel that computes ``x @ w.T`` (see the class docstring)."""
@@ -217,6 +231,8 @@ class Products:
     def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
            out: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ w.T (+ bias)`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``), into ``out`` if given."""
+        if self.runs_exact(x, w):
+            return self.exact.mm(x, w, bias, out)
         kernel = self.kernel(x, w)
         return self.run(kernel, x, self.weight(w, kernel), bias, out)
 
@@ -224,7 +240,7 @@ class Products:
         """``x @ w.T`` in the products' own result precision: bfloat16 in the bfloat16 mode, else
         as :meth:`mm`. For results that are only compared (a max commutes with the exact
         bfloat16 -> float32 conversion), so the conversion runs on the fewer values that are kept."""
-        if self.dtype is None:
+        if self.dtype is None or self.runs_exact(x, w):
             return self.mm(x, w)
         kernel = self.kernel(x, w)
         return self.product(kernel, x, self.weight(w, kernel))
@@ -237,6 +253,8 @@ class Products:
 
     def addmm_(self, acc: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``acc += x @ w.T``."""
+        if self.runs_exact(x, w):
+            return self.exact.addmm_(acc, x, w)
         kernel = self.kernel(x, w)
         if self.dtype is None and kernel != "onednn":
             return acc.addmm_(x, self.weight(w, kernel))
@@ -249,6 +267,7 @@ class EachDirection:
     Made once per loop: the weights' stacked ``W^T`` is looked up once, not at every step. Steps
     of at most :data:`BATCHED_MAX_WORK` multiply-adds per direction run as one batched product on
     it (float32, no kernel forced); larger ones run per direction through their chosen kernels.
+    Steps that the bfloat16 mode runs exact (:meth:`Products.runs_exact`) go through ``exact``'s.
     """
 
     def __init__(self, products: Products, weights: list[torch.Tensor]) -> None:
@@ -256,6 +275,10 @@ class EachDirection:
         batches = products.dtype is None and products.policy not in KERNELS and weights[0].dtype == torch.float32
         self.max_batched_rows = BATCHED_MAX_WORK // weights[0].numel() if batches else 0
         self.stacked = products.stacked(weights) if self.max_batched_rows else None
+        self.exact = products.exact.each(weights) if products.dtype is not None and products.policy == "auto" else None
+
+    def runs_exact(self, x: torch.Tensor) -> bool:
+        return self.exact is not None and self.products.runs_exact(x[0], self.weights[0])  # x (D, n, in)
 
     def batched(self, rows: int) -> bool:
         """Whether a step of ``rows`` rows runs as one batched product."""
@@ -263,6 +286,8 @@ class EachDirection:
 
     def addmm_(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``acc[d] += x[d] @ weights[d].T`` for each ``d`` (``acc (D, n, out)``)."""
+        if self.runs_exact(x):
+            return self.exact.addmm_(acc, x)
         if self.batched(x.shape[1]):
             return acc.baddbmm_(x, self.stacked)
         for d, w in enumerate(self.weights):
@@ -271,6 +296,8 @@ class EachDirection:
 
     def mm_out(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out[d] = x[d] @ weights[d].T`` for each ``d`` (``out (D, n, out)``)."""
+        if self.runs_exact(x):
+            return self.exact.mm_out(x, out)
         if self.batched(x.shape[1]):
             return torch.bmm(x, self.stacked, out=out)
         for d, w in enumerate(self.weights):
