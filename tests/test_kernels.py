@@ -255,3 +255,13 @@ def test_bf16_precision_measurement_prefers_bfloat16_on_near_ties(monkeypatch):
 def test_bf16_precision_timing_runs_both_sides(cache):
     seconds = kernelchoice.time_precisions(Products(torch.bfloat16), 2, torch.randn(40, 24))
     assert set(seconds) == set(kernelchoice.PRECISIONS) and all(0 < s < 1 for s in seconds.values())
+
+
+def test_cache_entries_of_the_wrong_kind_are_not_trusted(cache):
+    path = kernel_cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**kernelchoice.machine_key(), "choices": {
+        "threads=1 rows=8 weight=40x24": "float32", "precision threads=1 rows=8 weight=40x24": "mm",
+        "threads=1 rows=1 weight=40x24": "mm_t", "precision threads=1 rows=1 weight=40x24": "float32"}}))
+    assert kernelchoice.read_choices(path, kernelchoice.machine_key()) == {
+        "threads=1 rows=1 weight=40x24": "mm_t", "precision threads=1 rows=1 weight=40x24": "float32"}

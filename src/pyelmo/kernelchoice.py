@@ -115,7 +115,9 @@ def read_choices(path: Path, key: dict[str, str]) -> dict[str, str]:
     if not isinstance(data, dict) or any(data.get(k) != v for k, v in key.items()):
         return {}
     choices = data.get("choices")
-    return {k: v for k, v in choices.items() if v in KERNELS + PRECISIONS} if isinstance(choices, dict) else {}
+    if not isinstance(choices, dict):
+        return {}
+    return {k: v for k, v in choices.items() if v in (PRECISIONS if str(k).startswith("precision ") else KERNELS)}
 
 
 class MeasuredChoices:
