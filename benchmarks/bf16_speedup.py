@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-PRODUCT_OPS = ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm")
+PRODUCT_OPS = ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm",
+               "aten::baddbmm_")
 
 
 def main() -> None:
@@ -52,7 +53,7 @@ def main() -> None:
     ids = [batch_to_ids(text[i : i + args.batch]) for i in range(0, len(text), args.batch)]
     tokens = sum(len(s) for s in text)
 
-    def run(options) -> torch.Tensor:
+    def run(options) -> list[torch.Tensor]:
         return [model(x, options=options).layers for x in ids]
 
     seconds: dict[str, list[float]] = {k: [] for k in modes}

@@ -241,7 +241,7 @@ class Products:
         as :meth:`mm`. For results that are only compared (a max commutes with the exact
         bfloat16 -> float32 conversion), so the conversion runs on the fewer values that are kept."""
         if self.dtype is None or self.runs_exact(x, w):
-            return self.mm(x, w)
+            return (self if self.dtype is None else self.exact).mm(x, w)
         kernel = self.kernel(x, w)
         return self.product(kernel, x, self.weight(w, kernel))
 
