@@ -4,7 +4,8 @@
 for the fixed rule, and :data:`MEASURED` (:func:`measure_kernels` at first use of a shape class)
 for the measured choice, kept in ``~/.cache/pyelmo/kernels/choices.json`` keyed by
 :func:`machine_key`. In the bfloat16 mode the same table holds, per shape class, whether
-bfloat16 or exact float32 runs it faster here (:func:`measure_precision`).
+bfloat16 or exact float32 runs it faster here (:func:`measure_precision`); and, for the packed
+strategy's time loop, whether a level's two directions run faster together or apart (:data:`DIRECTIONS`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -51,6 +53,15 @@ KERNELS = ("mm", "mm_t", "onednn")
 #: here, as exact float32 (e.g. one row through a small projection, where the conversions and
 #: oneDNN's per-call overhead cost more than the product): measured like the kernels.
 PRECISIONS = ("bfloat16", "float32")
+#: How the packed strategy's time loop runs a biLM level's two directions: in one loop (the gate
+#: nonlinearities once over both, small step products batched) or one after the other (each
+#: direction's weights stay in the cores' caches through its loop). The first is the fixed rule;
+#: under ``auto`` the order is measured like the kernels (``pyelmo.strategy.directions``): on an
+#: AMX Xeon one after the other ran the small model's batch-1 calls 1.18x and the original's
+#: batch-32 calls 1.15x faster. Measured on the calls themselves (:meth:`MeasuredChoices.trial`).
+DIRECTIONS = ("together", "apart")
+#: The values each kind of cached entry may hold, by the entry's first word (kernel entries: :data:`KERNELS`).
+ENTRY_VALUES = {"precision": PRECISIONS, "directions": DIRECTIONS}
 #: How the kernels are chosen: measured here and cached (``auto``), the fixed rule, or one kernel for all.
 KERNEL_POLICIES = ("auto", "fixed", *KERNELS)
 #: The environment variable that sets the policy when none is passed (default ``auto``).
@@ -64,6 +75,8 @@ MEASURE_ROWS = {1: 1, 8: 8, 64: 64, 256: 128}
 MEASURE_CALLS, MEASURE_SECONDS = 6, 0.03
 #: Another kernel replaces the fixed rule's (:func:`fixed_kernel`) only if measured this much faster.
 MEASURE_MARGIN = 0.1
+#: Timed calls per option of a choice measured on the work at hand (:meth:`MeasuredChoices.trial`), after one warm-up.
+TRIAL_CALLS = 3
 
 
 def kernel_policy(name: str | None = None) -> str:
@@ -117,7 +130,7 @@ def read_choices(path: Path, key: dict[str, str]) -> dict[str, str]:
     choices = data.get("choices")
     if not isinstance(choices, dict):
         return {}
-    return {k: v for k, v in choices.items() if v in (PRECISIONS if str(k).startswith("precision ") else KERNELS)}
+    return {k: v for k, v in choices.items() if v in ENTRY_VALUES.get(str(k).split(" ", 1)[0], KERNELS)}
 
 
 class MeasuredChoices:
@@ -132,16 +145,44 @@ class MeasuredChoices:
     def __init__(self) -> None:
         self._key: dict[str, str] | None = None
         self._choices: dict[str, str] = {}
+        self._trials: dict[str, dict[str, list[float]]] = {}
 
-    def get(self, entry: str, measure: Callable[[], str]) -> str:
-        """The stored choice for ``entry``, else ``measure()``'s, stored."""
+    def lookup(self, entry: str) -> str | None:
+        """The stored choice for ``entry``, if any."""
         key = machine_key()
         if key != self._key:
             self._key, self._choices = key, read_choices(kernel_cache_path(), key)
-        if entry not in self._choices:
-            self._choices[entry] = measure()
+        return self._choices.get(entry)
+
+    def get(self, entry: str, measure: Callable[[], str]) -> str:
+        """The stored choice for ``entry``, else ``measure()``'s, stored."""
+        chosen = self.lookup(entry)
+        if chosen is None:
+            chosen = self._choices[entry] = measure()
             self._save()
-        return self._choices[entry]
+        return chosen
+
+    def trial(self, entry: str, options: tuple[str, ...]) -> tuple[str, Callable[[float], None] | None]:
+        """A choice measured on the work at hand: the stored choice for ``entry`` and ``None``, or,
+        until there is one, the option this call should run and a function that takes its cost
+        (seconds per unit of work). Calls take turns between ``options``; once each has
+        ``TRIAL_CALLS + 1`` costs (the first is a warm-up), the one of least median cost is stored,
+        the first option unless another is ``MEASURE_MARGIN`` cheaper. Every option must compute
+        the same results: only their speed may differ."""
+        chosen = self.lookup(entry)
+        if chosen is not None:
+            return chosen, None
+        costs = self._trials.setdefault(entry, {option: [] for option in options})
+        option = min(options, key=lambda o: len(costs[o]))
+
+        def record(seconds: float) -> None:
+            costs[option].append(seconds)
+            if all(len(c) > TRIAL_CALLS for c in costs.values()) and self._trials.pop(entry, None) is not None:
+                medians = {o: statistics.median(c[1:]) for o, c in costs.items()}
+                fastest = min(medians, key=medians.__getitem__)
+                self.get(entry, lambda: fastest if medians[fastest] < (1 - MEASURE_MARGIN) * medians[options[0]]
+                         else options[0])
+        return option, record
 
     def _save(self) -> None:
         from pyelmo.fileio import write_json_atomic

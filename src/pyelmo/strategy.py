@@ -10,8 +10,8 @@ only decides how rows are laid out and how the products run:
   (optionally through a :class:`~pyelmo.encoder.TokenCache` across calls), every
   convolution width in one product with all-padding windows computed once; packed rows
   (only the rows still running at each step, no padding); both directions of a level in
-  one time loop, the gate nonlinearities once over both, into preallocated buffers.
-  No autograd.
+  one time loop, the gate nonlinearities once over both, or one after the other where that
+  measures faster on this machine (:func:`directions`), into preallocated buffers. No autograd.
 
 The product implementation is a separate, pluggable piece (:class:`pyelmo.kernels.Products`:
 ``torch.mm``, oneDNN prepacked, chosen per shape by measuring on the machine at hand;
@@ -23,11 +23,15 @@ runs the model (``ElmoEmbedder``, ``Elmo``), never to the model.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
+import pyelmo.kernelchoice as kernelchoice
 from pyelmo.encoder import TokenCache, TokenEncoder, encode_distinct
+from pyelmo.kernelchoice import DIRECTIONS, row_class
 from pyelmo.kernels import PLAIN, Products, usable_bf16
 from pyelmo.trainproducts import TrainingProducts, run_pair_differentiable
 from pyelmo.lstm import LstmWithProjection
@@ -92,7 +96,8 @@ class RunOptions:
     ``strategy``: ``"plain"`` or ``"packed"``; ``products``: the product implementation;
     ``token_cache``: token vectors kept across calls (packed only); ``states``: carried LSTM
     states (stateful mode) or ``None`` (stateless: every sentence starts from zeros);
-    ``workspace``: buffers kept across calls (packed only).
+    ``workspace``: buffers kept across calls (packed only); ``directions``: how the packed loop
+    runs a level's two directions, ``"together"``, ``"apart"`` or ``"auto"`` (:func:`directions`).
     """
 
     strategy: str = "plain"
@@ -100,10 +105,13 @@ class RunOptions:
     token_cache: TokenCache | None = None
     states: CarriedStates | None = None
     workspace: Workspace | None = None
+    directions: str = "auto"
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.directions not in ("auto", *DIRECTIONS):
+            raise ValueError(f"directions must be one of auto, {', '.join(DIRECTIONS)}, got {self.directions!r}")
         if self.strategy == "plain" and (self.token_cache is not None or self.workspace is not None
                                          or not self.products.differentiable):
             raise ValueError("the plain strategy runs differentiable torch products, no token cache and no workspace")
@@ -111,15 +119,15 @@ class RunOptions:
     @classmethod
     def inference(cls, *, stateful: bool = False, token_cache_size: int = 0, bf16: bool = False,
                   onednn: bool | None = None, kernels: str | None = None,
-                  device: str | torch.device = "cpu") -> RunOptions:
+                  device: str | torch.device = "cpu", directions: str = "auto") -> RunOptions:
         """The packed strategy. ``bf16``: bfloat16 products (a warning and exact float32 on a CPU
         without bfloat16 instructions); ``kernels``: how the float32 products' kernels are chosen
         (:class:`~pyelmo.kernels.Products`: ``"auto"``, measured here, by default); ``onednn=False``:
-        ``torch.mm`` only."""
+        ``torch.mm`` only; ``directions``: see the class docstring."""
         on_cpu = torch.device(device).type == "cpu"
         dtype = torch.bfloat16 if (bf16 and (not on_cpu or usable_bf16(True))) else None
         return cls("packed", Products(dtype, onednn, kernels), TokenCache(token_cache_size) if token_cache_size > 0 else None,
-                   CarriedStates() if stateful else None, Workspace())
+                   CarriedStates() if stateful else None, Workspace(), directions)
 
     @property
     def stateful(self) -> bool:
@@ -224,7 +232,16 @@ class PackedRows(SortedRows):
 
     def run_level(self, pair: list[LstmWithProjection], x: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
                   options: RunOptions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return run_packed_pair(pair, x, self, h, c, options.products, options.workspace), h, c
+        order, timed = directions(pair, self.batch, options)
+        start = time.perf_counter()
+        if order == "together":
+            outputs = run_packed_pair(pair, x, self, h, c, options.products, options.workspace)
+        else:
+            outputs = torch.cat([run_packed_pair([layer], x[d : d + 1], self, h[d : d + 1], c[d : d + 1],
+                                                 options.products, options.workspace) for d, layer in enumerate(pair)])
+        if timed is not None:
+            timed((time.perf_counter() - start) / max(self.n_packed, 1))
+        return outputs, h, c
 
     def assemble(self, levels: list[torch.Tensor]) -> torch.Tensor:
         proj = levels[0].shape[-1]
@@ -235,15 +252,34 @@ class PackedRows(SortedRows):
         return layers.view(len(levels), self.batch, self.steps, 2 * proj)
 
 
+def directions(pair: list[LstmWithProjection], rows: int, options: RunOptions
+               ) -> tuple[str, Callable[[float], None] | None]:
+    """How the packed loop runs ``pair``'s two directions for a batch of ``rows`` rows, and a function
+    that takes the call's cost if it is timed: ``options.directions``, or for ``"auto"`` under the
+    ``"auto"`` kernel policy on CPU the order measured faster on this machine for the batch's row
+    class (timed on the first calls themselves, :meth:`~pyelmo.kernelchoice.MeasuredChoices.trial`,
+    and kept with the kernel choices), else ``"together"`` (the fixed rule). Both orders compute the same."""
+    products = options.products
+    if options.directions != "auto":
+        return options.directions, None
+    if products.policy != "auto" or pair[0].state_gates.weight.device.type != "cpu":
+        return "together", None
+    layer = pair[0]
+    entry = (f"directions precision={str(products.dtype or torch.float32).removeprefix('torch.')} "
+             f"threads={torch.get_num_threads()} rows={row_class(rows)} "
+             f"lstm={layer.input_gates.in_features}x{layer.dim}x{layer.projection_dim}")
+    return kernelchoice.MEASURED.trial(entry, DIRECTIONS)
+
+
 def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed: PackedRows,
                     h: torch.Tensor, c: torch.Tensor, products: Products, workspace: Workspace | None = None) -> torch.Tensor:
-    """The packed strategy's time loop: the forward and backward layer of one level together over
-    packed ``inputs (2, n_packed, in)``, with the layers' own :meth:`~LstmWithProjection.cell` and
+    """The packed strategy's time loop: the layers of one level (both directions, or one) together over
+    packed ``inputs (D, n_packed, in)``, with the layers' own :meth:`~LstmWithProjection.cell` and
     :meth:`~LstmWithProjection.clip_projection`.
 
-    ``h (2, B, P)`` and ``c (2, B, H)`` (sorted row order) are updated in place and end as
-    each row's final state. Returns the packed outputs ``(2, n_packed, P)``. The gate
-    nonlinearities and the projection's clip run once over both directions; the input-to-gate
+    ``h (D, B, P)`` and ``c (D, B, H)`` (sorted row order) are updated in place and end as
+    each row's final state. Returns the packed outputs ``(D, n_packed, P)``. The gate
+    nonlinearities and the projection's clip run once over the directions; the input-to-gate
     products for a block of steps at a time, per direction; each step's recurrent and projection
     products of the two directions as one batched product on stacked weights (kept by the
     products) when they are small (per-call overhead dominates them: batch 1), else per direction.
@@ -254,7 +290,7 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
     input_w = [lay.input_gates.weight for lay in pair]
     recurrent = products.each([lay.state_gates.weight for lay in pair])
     projection = products.each([lay.projection.weight for lay in pair])
-    outputs = inputs.new_empty(2, packed.n_packed, layer.projection_dim)
+    outputs = inputs.new_empty(len(pair), packed.n_packed, layer.projection_dim)
     offsets, sizes = packed.offsets, packed.batch_sizes
     h_prev = h  # the previous step's outputs; its first sizes[t] rows are the rows running at step t
     blocks, t0 = [], 0  # blocks of steps whose input-to-gate products are computed in one product
@@ -264,20 +300,20 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
             t1 += 1
         blocks.append((t0, t1))
         t0 = t1
-    shape = (2, max((offsets[b] - offsets[a] for a, b in blocks), default=0), 4 * layer.dim)
+    shape = (len(pair), max((offsets[b] - offsets[a] for a, b in blocks), default=0), 4 * layer.dim)
     gates_buffer = workspace.buffer("gates", shape, inputs) if workspace is not None else inputs.new_empty(shape)
-    step_outputs = outputs.split(sizes, dim=1)  # (2, sizes[t], P) views, one per step
+    step_outputs = outputs.split(sizes, dim=1)  # (D, sizes[t], P) views, one per step
     for t0, t1 in blocks:
         base = offsets[t0]
         gates_block = gates_buffer[:, : offsets[t1] - base]
-        for d in (0, 1):
+        for d in range(len(pair)):
             products.mm(inputs[d, base : offsets[t1]], input_w[d], biases[d], out=gates_block[d])
-        for t, gates in enumerate(gates_block.split(sizes[t0:t1], dim=1), start=t0):  # (2, n, 4H) per step
+        for t, gates in enumerate(gates_block.split(sizes[t0:t1], dim=1), start=t0):  # (D, n, 4H) per step
             n = sizes[t]
             if n < h_prev.shape[1]:  # the last rows have ended
                 h_prev = h_prev[:, :n]
             hidden, _ = layer.cell(recurrent.addmm_(gates, h_prev), c if n == c.shape[1] else c[:, :n],
-                                   inplace=True)  # both directions share dim and clips
+                                   inplace=True)  # the directions share dim and clips
             h_prev = step_outputs[t]
             layer.clip_projection(projection.mm_out(hidden, out=h_prev), inplace=True)
     for t, n in enumerate(sizes):  # final states: rows sizes[t + 1] .. n - 1 end at step t
