@@ -56,3 +56,15 @@ def tiny_model(allennlp_reference):
 def _kernel_cache(tmp_path_factory) -> None:
     """Kernel choices the tests measure go to a temporary folder, not the user's cache."""
     os.environ["PYELMO_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernel-cache"))
+
+
+@pytest.fixture
+def fresh_kernel_cache(tmp_path, monkeypatch) -> Path:
+    """An empty on-disk kernel cache and a fresh in-process table of measured choices (as in a new
+    process), with the ``auto`` kernel policy; returns the cache folder."""
+    from pyelmo import kernelchoice
+
+    monkeypatch.setenv("PYELMO_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.delenv(kernelchoice.KERNELS_ENV, raising=False)
+    monkeypatch.setattr(kernelchoice, "MEASURED", kernelchoice.MeasuredChoices())
+    return tmp_path

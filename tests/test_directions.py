@@ -20,11 +20,8 @@ ATOL = 1e-5
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
+def cache(fresh_kernel_cache, monkeypatch):
     """A fresh on-disk cache and in-process table (a new process); records the order of every level call."""
-    monkeypatch.setenv("PYELMO_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.delenv(kernelchoice.KERNELS_ENV, raising=False)
-    monkeypatch.setattr(kernelchoice, "MEASURED", MeasuredChoices())
     orders = []
     real = strategy.run_packed_pair
 

@@ -25,11 +25,8 @@ POLICIES = [k for k in kernelchoice.KERNEL_POLICIES if k != "onednn" or onednn_a
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
+def cache(fresh_kernel_cache, monkeypatch):
     """A fresh on-disk cache and a fresh in-process table (as in a new process); counts measurements."""
-    monkeypatch.setenv("PYELMO_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.delenv(kernelchoice.KERNELS_ENV, raising=False)
-    monkeypatch.setattr(kernelchoice, "MEASURED", MeasuredChoices())
     measured = []
     real = kernelchoice.measure_kernels
 

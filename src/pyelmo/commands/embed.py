@@ -18,7 +18,9 @@ run stopped. Without --model or --options-file/--weight-file the shipped English
 
 Exact float32 products run through the fastest kernel for each shape on this CPU
 (torch.mm or oneDNN), measured once at first use and kept in ~/.cache/pyelmo/kernels/
-($PYELMO_KERNEL_CACHE); PYELMO_KERNELS=fixed|mm|mm_t|onednn skips the measuring."""
+($PYELMO_KERNEL_CACHE), as is whether each LSTM level runs its two directions together or one
+after the other (timed on the first batches); PYELMO_KERNELS=fixed|mm|mm_t|onednn skips the
+measuring."""
 
 
 BF16_HELP = ("reduced precision: matrix products take bfloat16 inputs and weights (states, sums and outputs stay "
