@@ -281,7 +281,7 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
     each row's final state. Returns the packed outputs ``(D, n_packed, P)``. The gate
     nonlinearities and the projection's clip run once over the directions; the input-to-gate
     products for a block of steps at a time, per direction; each step's recurrent and projection
-    products of the two directions as one batched product on stacked weights (kept by the
+    products of the directions as one batched product on stacked weights (kept by the
     products) when they are small (per-call overhead dominates them: batch 1), else per direction.
     The gate pre-activations of each block of steps go to one buffer (``workspace``'s if given).
     """
