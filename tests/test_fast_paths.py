@@ -294,6 +294,16 @@ def test_packed_batch_covers_every_position_once():
     assert torch.equal(packed.forward_src % 7 + packed.backward_src % 7, lengths[row] - 1)
 
 
+def test_gate_blocks_cover_the_steps_in_order_within_the_chunk(monkeypatch):
+    monkeypatch.setattr(strategy, "INPUT_GATE_CHUNK_ROWS", 8)
+    packed = PackedRows(torch.tensor([3, 7, 1, 7, 4]), steps=7)  # step sizes 5, 4, 4, 3, 2, 2, 2
+    blocks = packed.gate_blocks()
+    assert [t for a, b in blocks for t in range(a, b)] == list(range(7))
+    assert blocks == [(0, 1), (1, 3), (3, 6), (6, 7)]  # 5 | 4 + 4 | 3 + 2 + 2 | 2
+    monkeypatch.setattr(strategy, "INPUT_GATE_CHUNK_ROWS", 4)
+    assert packed.gate_blocks() == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 6), (6, 7)]  # a 5-row step alone
+
+
 def test_direction_fusion_equals_each_direction_alone():
     model = _model()
     lengths = torch.tensor([6, 3, 6, 1])

@@ -221,6 +221,18 @@ class PackedRows(SortedRows):
     def n_packed(self) -> int:
         return self.offsets[-1]
 
+    def gate_blocks(self) -> list[tuple[int, int]]:
+        """The blocks of steps ``(t0, t1)`` whose input-to-gate products run as one product: consecutive
+        steps of at most :data:`INPUT_GATE_CHUNK_ROWS` packed rows in all (a larger step alone)."""
+        offsets, blocks, t0 = self.offsets, [], 0
+        while t0 < len(self.batch_sizes):
+            t1 = t0 + 1
+            while t1 < len(self.batch_sizes) and offsets[t1 + 1] - offsets[t0] <= INPUT_GATE_CHUNK_ROWS:
+                t1 += 1
+            blocks.append((t0, t1))
+            t0 = t1
+        return blocks
+
     def encode(self, encoder: TokenEncoder, char_ids: torch.Tensor, full_mask: torch.Tensor,
                options: RunOptions) -> torch.Tensor:
         flat_ids = char_ids.reshape(self.batch * self.steps, char_ids.shape[-1])
@@ -293,13 +305,7 @@ def run_packed_pair(pair: list[LstmWithProjection], inputs: torch.Tensor, packed
     outputs = inputs.new_empty(len(pair), packed.n_packed, layer.projection_dim)
     offsets, sizes = packed.offsets, packed.batch_sizes
     h_prev = h  # the previous step's outputs; its first sizes[t] rows are the rows running at step t
-    blocks, t0 = [], 0  # blocks of steps whose input-to-gate products are computed in one product
-    while t0 < len(sizes):
-        t1 = t0 + 1
-        while t1 < len(sizes) and offsets[t1 + 1] - offsets[t0] <= INPUT_GATE_CHUNK_ROWS:
-            t1 += 1
-        blocks.append((t0, t1))
-        t0 = t1
+    blocks = packed.gate_blocks()
     shape = (len(pair), max((offsets[b] - offsets[a] for a, b in blocks), default=0), 4 * layer.dim)
     gates_buffer = workspace.buffer("gates", shape, inputs) if workspace is not None else inputs.new_empty(shape)
     step_outputs = outputs.split(sizes, dim=1)  # (D, sizes[t], P) views, one per step

@@ -1,0 +1,175 @@
+"""How fast the packed biLM could run ``embed_throughput.py``'s batch workload with this CPU's kernels.
+
+The same sentences as ``embed_throughput.py`` at ``--batch`` (its generator and seed), encoded
+and run as the packed strategy runs them. For every product the time loop makes, the step's
+recurrent ``(rows, P) x (P, 4H)`` and projection ``(rows, H) x (H, P)`` at each step's row
+count and the input-to-gate blocks as the loop forms them (``PackedRows.gate_blocks``), each
+exact float32 kernel is timed stand-alone with its weight cache-warm
+(``kernelchoice.time_kernels``: the fastest of a few calls) and the fastest kept. Then:
+
+- **library floor**: those fastest times summed over the workload (layers x directions x
+  steps), plus the token encoder as measured in the run; the gate nonlinearities and copies
+  count as zero, so no run with these kernels can be faster;
+- **hardware floor**: each product at the larger of its arithmetic at the 2048^3 GEMM rate
+  and its weight bytes at the measured read rate beyond L2 (``torch.sum`` of 64 MB), plus the
+  measured encoder: what perfect kernels could do;
+- **measured**: the model itself on the same batches (median of ``--repeats``), by part.
+
+With ``--reference-python`` (the AllenNLP environment of ``embed_throughput.py``), AllenNLP runs the
+same batches on the same weights in its own worker, its timed runs alternating with pyelmo's, and
+each line also gives the ratio it makes against AllenNLP's median.
+
+    python benchmarks/lstm_bound.py --config original --batch 32 --reference-python /tmp/allennlp-ref/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import embed_throughput  # noqa: E402  (the workload's sentences and the 2048^3 rate)
+
+
+def read_rate(megabytes: int = 64, calls: int = 15) -> float:
+    """Bytes per second ``torch.sum`` reads from a buffer larger than L2 (median)."""
+    x = torch.randn(megabytes * 2**20 // 4)
+    x.sum()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        x.sum()
+        times.append(time.perf_counter() - start)
+    return x.numel() * 4 / statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="original")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--sentences", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--reference-python", help="python of the AllenNLP environment (e.g. /tmp/allennlp-ref/bin/python)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory(prefix="pyelmo-bound-") as tmp:
+        bound(args, Path(tmp))
+
+
+def bound(args: argparse.Namespace, workdir: Path) -> None:
+
+    from pyelmo.characters import batch_to_ids
+    from pyelmo.kernelchoice import time_kernels
+    from pyelmo.kernels import Products
+    from pyelmo.strategy import PackedRows, RunOptions
+    from pyelmo.weights import load_bilm_hdf5
+
+    options_file, weights_file = embed_throughput.write_model(args.config, workdir)
+    model = load_bilm_hdf5(options_file, weights_file)
+    sentences = embed_throughput.make_sentences(args.sentences, seed=1000 + args.batch)
+    batches = [sentences[i : i + args.batch] for i in range(0, len(sentences), args.batch)]
+    tokens = sum(len(s) for s in sentences)
+    reference, reference_runs = None, []
+    if args.reference_python:
+        (workdir / "batches.json").write_text(json.dumps(batches))
+        reference = embed_throughput.Worker(args.reference_python, "allennlp")
+        reference.ask(op="init", threads=args.threads, options=str(options_file), weights=str(weights_file),
+                      batches=str(workdir / "batches.json"))
+
+    # the measured run, with the encoder and each level timed
+    parts: dict[str, float] = collections.defaultdict(float)
+    encode, run_level = PackedRows.encode, PackedRows.run_level
+
+    def timed(name, f):
+        def call(*a, **k):
+            start = time.perf_counter()
+            out = f(*a, **k)
+            parts[name] += time.perf_counter() - start
+            return out
+        return call
+
+    PackedRows.encode, PackedRows.run_level = timed("encoder", encode), timed("LSTM levels", run_level)
+    options = RunOptions.inference()
+    ids = [batch_to_ids(b) for b in batches]
+    runs = []
+    try:
+        with torch.inference_mode():
+            for rep in range(args.repeats + 1):  # the first runs warm up (and measure pyelmo's kernel choices)
+                parts.clear()
+                start = time.perf_counter()
+                for batch_ids in ids:
+                    model(batch_ids, options=options)
+                runs.append((time.perf_counter() - start, dict(parts)))
+                if reference is not None:
+                    reference_runs.append(reference.ask(op="time", gemm=False)["seconds"])
+    finally:
+        PackedRows.encode, PackedRows.run_level = encode, run_level
+        if reference is not None:
+            reference.close()
+    measured, measured_parts = sorted(runs[1:], key=lambda r: r[0])[len(runs[1:]) // 2]
+
+    # the products the packed loop makes on these batches
+    layer = model.directions[0][0]
+    weights = {"recurrent": layer.state_gates.weight, "projection": layer.projection.weight,
+               "input gates": layer.input_gates.weight}
+    shapes: collections.Counter = collections.Counter()
+    for batch_ids in ids:
+        lengths = batch_ids.gt(0).any(-1).sum(-1) + 2
+        packed = PackedRows(lengths, int(lengths.max()))
+        for rows in packed.batch_sizes:
+            shapes["recurrent", rows] += 1
+            shapes["projection", rows] += 1
+        for t0, t1 in packed.gate_blocks():
+            shapes["input gates", packed.offsets[t1] - packed.offsets[t0]] += 1
+    units = 2 * model.config.lstm.n_layers  # directions x layers, each with its own weights of these shapes
+
+    products = Products()
+    gemm = embed_throughput.matmul_rate(torch)
+    peak = max(gemm["mkl"], gemm["onednn"]) * 1e9
+    bandwidth = read_rate()
+    library = collections.defaultdict(float)
+    hardware = collections.defaultdict(float)
+    for (role, rows), count in sorted(shapes.items()):
+        w = weights[role]
+        best = min(time_kernels(products, rows, w).values())
+        flops, nbytes = 2 * rows * w.numel(), 4 * w.numel()
+        library[role] += units * count * best
+        hardware[role] += units * count * max(flops / peak, nbytes / bandwidth)
+    encoder = measured_parts["encoder"]
+
+    reference_s = statistics.median(reference_runs[1:]) if reference_runs else None
+
+    def line(label: str, seconds: float) -> str:
+        ratio = f"{reference_s / seconds:.2f}x" if reference_s else "-"
+        return f"| {label} | {seconds:.3f} | {tokens / seconds:.0f} | {ratio} |"
+
+    print(f"config {args.config}, batch {args.batch}, {args.sentences} sentences ({tokens} tokens), "
+          f"{args.threads} threads; {embed_throughput.machine_line(args.threads)}; read rate beyond L2 "
+          f"{bandwidth / 1e9:.0f} GB/s; steps per unit {sum(c for (r, _), c in shapes.items() if r == 'recurrent')}, "
+          f"of them at most 5 rows {sum(c for (r, n), c in shapes.items() if r == 'recurrent' and n <= 5)}")
+    print("\n| part | measured s | library floor s | hardware floor s |\n|---|---|---|---|")
+    for role in weights:
+        print(f"| LSTM {role} products | - | {library[role]:.3f} | {hardware[role]:.3f} |")
+    print(f"| LSTM levels in all | {measured_parts['LSTM levels']:.3f} | {sum(library.values()):.3f} | "
+          f"{sum(hardware.values()):.3f} |")
+    print(f"| token encoder | {encoder:.3f} | {encoder:.3f} | {encoder:.3f} |")
+    print(f"| whole model | {measured:.3f} | - | - |")
+    print("\n| pyelmo | seconds | tok/s | AllenNLP seconds / these |\n|---|---|---|---|")
+    if reference_s:
+        print(f"| (AllenNLP, measured alternately) | {reference_s:.3f} | {tokens / reference_s:.0f} | 1.00x |")
+    print(line("measured", measured))
+    print(line("library floor (every product at its fastest stand-alone kernel)", sum(library.values()) + encoder))
+    print(line("hardware floor (GEMM peak or read rate, whichever binds)", sum(hardware.values()) + encoder))
+
+
+if __name__ == "__main__":
+    main()
