@@ -12,12 +12,22 @@ exact float32 kernel is timed stand-alone with its weight cache-warm
   count as zero, so no run with these kernels can be faster;
 - **hardware floor**: each product at the larger of its arithmetic at the 2048^3 GEMM rate
   and its weight bytes at the measured read rate beyond L2 (``torch.sum`` of 64 MB), plus the
-  measured encoder: what perfect kernels could do;
+  measured encoder: what perfect kernels could do (for weights larger than L2, as the
+  ``original`` size's are; a weight that stays in L2 across steps, as the ``small`` size's may at
+  batch 1, reads faster than this);
 - **measured**: the model itself on the same batches (median of ``--repeats``), by part.
 
 With ``--reference-python`` (the AllenNLP environment of ``embed_throughput.py``), AllenNLP runs the
 same batches on the same weights in its own worker, its timed runs alternating with pyelmo's, and
 each line also gives the ratio it makes against AllenNLP's median.
+
+``--alternatives``: for the recurrent and projection weights at a few row counts, other exact
+float32 products against the fastest of the kernels pyelmo chooses from (medians of interleaved
+calls): MKL's packed-weight GEMM (packed for that one row count), NumPy's BLAS (OpenBLAS in the
+PyPI wheels), ``W @ x^T`` with its transposed result copied to the gate buffers' layout, and inductor's
+GEMM templates (``torch.compile`` max-autotune, where a C++ compiler is present). NumPy and inductor
+are timed in their own passes (each with pyelmo's fastest kernel again, side by side): another
+thread pool, or compile workers, sharing the cores would distort the others' timings.
 
     python benchmarks/lstm_bound.py --config original --batch 32 --reference-python /tmp/allennlp-ref/bin/python
 """
@@ -51,6 +61,78 @@ def read_rate(megabytes: int = 64, calls: int = 15) -> float:
     return x.numel() * 4 / statistics.median(times)
 
 
+def medians(calls: dict, rounds: int = 9) -> dict[str, float]:
+    """Each call's median seconds over interleaved rounds, after two warm-up calls each."""
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for call in calls.values():
+        call(), call()
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def alternatives(args: argparse.Namespace) -> None:
+    """Other exact float32 implementations of the loop's step products, against pyelmo's kernels."""
+    import numpy as np
+
+    from pyelmo.bilm import BiLM
+    from pyelmo.config import preset
+    from pyelmo.kernelchoice import KERNELS, onednn_available
+    from pyelmo.kernels import Products
+
+    torch.manual_seed(0)
+    layer = BiLM(preset(args.config)).directions[0][0]
+    products = Products()
+    print(f"\nAlternatives, config {args.config}: ms per product (median), and the fastest of pyelmo's kernels "
+          "over each (> 1: the alternative is faster)")
+    print("| weight | rows | pyelmo's fastest | MKL packed | NumPy BLAS | W @ x^T, transposed | inductor |")
+    print("|---|---|---|---|---|---|---|")
+    cases = []
+    for name, w in (("recurrent", layer.state_gates.weight.detach()), ("projection", layer.projection.weight.detach())):
+        prepared = {k: products.prepare(w, k) for k in KERNELS if k != "onednn" or onednn_available()}
+        wt_np = np.ascontiguousarray(w.numpy().T)
+        for rows in (4, 8, 16, 32):
+            x = torch.randn(rows, w.shape[1])
+            x_np, out_np = x.numpy(), np.empty((rows, w.shape[0]), np.float32)
+            packed = torch.ops.mkl._mkl_reorder_linear_weight(w, rows)
+            # each gives x @ W^T as a (rows, out) row-major result, the layout the gate buffers have
+            calls = {k: (lambda k=k, x=x, p=prepared: products.run(k, x, p[k])) for k in prepared}
+            calls["MKL packed"] = lambda x=x, w=w, p=packed, n=rows: torch.ops.mkl._mkl_linear(x, p, w, None, n)
+            calls["W @ x^T"] = lambda x=x, w=w: torch.mm(w, x.t()).t().contiguous()
+            with torch.no_grad():
+                seconds = medians(calls)
+            fastest = min(prepared, key=seconds.get)
+            ratios = {k: seconds[fastest] / seconds[k] for k in ("MKL packed", "W @ x^T")}
+            # NumPy's BLAS has its own thread pool: timed apart from torch's, each after the other's threads idle
+            time.sleep(0.5)
+            numpy_s = medians({"numpy": lambda a=x_np, b=wt_np, out=out_np: np.matmul(a, b, out=out)})["numpy"]
+            time.sleep(0.5)
+            with torch.no_grad():
+                ratios["NumPy BLAS"] = medians({"pyelmo": calls[fastest]})["pyelmo"] / numpy_s
+            cases.append((f"{name} {tuple(w.shape)}", w, x, calls[fastest], seconds[fastest], ratios))
+    try:  # last: its compile workers must not share the CPU with the timings above
+        import torch._inductor.config as inductor
+
+        for _, w, x, fastest, _, ratios in cases:
+            with inductor.patch(max_autotune=True, max_autotune_gemm_backends="CPP,ATEN", freezing=True,
+                                compile_threads=1), torch.no_grad():
+                linear = torch.nn.Linear(w.shape[1], w.shape[0], bias=False).eval()
+                linear.weight.data = w
+                compiled = torch.compile(linear, dynamic=False)
+                compiled(x)
+                both = medians({"pyelmo": fastest, "inductor": lambda: compiled(x)})  # side by side again
+                ratios["inductor"] = both["pyelmo"] / both["inductor"]
+    except Exception as exc:  # noqa: BLE001  (no C++ compiler, or no CPU GEMM template in this torch)
+        print(f"(inductor not measured: {type(exc).__name__}: {exc})", file=sys.stderr)
+    for label, _, x, _, best, ratios in cases:
+        cells = [f"{best * 1e3:.3f}"] + [f"{ratios[k]:.2f}x" if k in ratios else "-"
+                                         for k in ("MKL packed", "NumPy BLAS", "W @ x^T", "inductor")]
+        print(f"| {label} | {x.shape[0]} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="original")
@@ -59,8 +141,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--reference-python", help="python of the AllenNLP environment (e.g. /tmp/allennlp-ref/bin/python)")
+    parser.add_argument("--alternatives", action="store_true", help="also time other exact product implementations")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.alternatives:
+        alternatives(args)
+        return
     with tempfile.TemporaryDirectory(prefix="pyelmo-bound-") as tmp:
         bound(args, Path(tmp))
 
