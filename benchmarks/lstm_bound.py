@@ -141,7 +141,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--reference-python", help="python of the AllenNLP environment (e.g. /tmp/allennlp-ref/bin/python)")
-    parser.add_argument("--alternatives", action="store_true", help="time other exact product implementations against the chosen kernels (instead of the floors)")
+    parser.add_argument("--alternatives", action="store_true",
+                        help="time other exact product implementations against the chosen kernels (instead of the floors)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.alternatives:
@@ -152,7 +153,7 @@ def main() -> None:
 
 
 def bound(args: argparse.Namespace, workdir: Path) -> None:
-
+    """The floors and the measured run of the batch workload (see the module docstring)."""
     from pyelmo.characters import batch_to_ids
     from pyelmo.kernelchoice import time_kernels
     from pyelmo.kernels import Products
