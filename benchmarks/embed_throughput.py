@@ -126,6 +126,13 @@ def make_sentences(n: int, seed: int, vocab_size: int = 50_000) -> list[list[str
     return sentences
 
 
+def batch_workload(n_sentences: int, batch_size: int) -> tuple[list[list[str]], list[list[list[str]]]]:
+    """The per-batch table's sentences at ``batch_size`` (:func:`make_sentences`, seeded by the batch size)
+    and their consecutive batches."""
+    sentences = make_sentences(n_sentences, seed=1000 + batch_size)
+    return sentences, [sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size)]
+
+
 # -- workers ------------------------------------------------------------------------------
 class PyelmoSide:
     def __init__(self, options: str, weights: str, bf16: bool = False) -> None:
@@ -341,8 +348,7 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
         options, weights = write_model(name, workdir)
         for batch_size in args.batch_sizes:
             n_sent = args.sentences_b32 if batch_size > 1 else args.sentences_b1
-            sentences = make_sentences(n_sent, seed=1000 + batch_size)
-            batches = [sentences[i : i + batch_size] for i in range(0, len(sentences), batch_size)]
+            sentences, batches = batch_workload(n_sent, batch_size)
             batch_file = workdir / f"batches_{name}_{batch_size}.json"
             batch_file.write_text(json.dumps(batches))
             tokens = sum(len(s) for s in sentences)

@@ -1,6 +1,6 @@
 """How fast the packed biLM could run ``embed_throughput.py``'s batch workload with this CPU's kernels.
 
-The same sentences as ``embed_throughput.py`` at ``--batch`` (its generator and seed), encoded
+The same sentences as ``embed_throughput.py`` at ``--batch`` (its ``batch_workload``), encoded
 and run as the packed strategy runs them. For every product the time loop makes, the step's
 recurrent ``(rows, P) x (P, 4H)`` and projection ``(rows, H) x (H, P)`` at each step's row
 count and the input-to-gate blocks as the loop forms them (``PackedRows.gate_blocks``), each
@@ -162,8 +162,7 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
 
     options_file, weights_file = embed_throughput.write_model(args.config, workdir)
     model = load_bilm_hdf5(options_file, weights_file)
-    sentences = embed_throughput.make_sentences(args.sentences, seed=1000 + args.batch)
-    batches = [sentences[i : i + args.batch] for i in range(0, len(sentences), args.batch)]
+    sentences, batches = embed_throughput.batch_workload(args.sentences, args.batch)
     tokens = sum(len(s) for s in sentences)
     reference, reference_runs = None, []
     if args.reference_python:
