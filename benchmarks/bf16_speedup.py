@@ -37,11 +37,11 @@ def main() -> None:
     import torch
 
     from embed_throughput import machine_line, make_sentences
-    from pyelmo.bilm import BiLM
-    from pyelmo.characters import batch_to_ids
+    from pyelmo.modeling.bilm import BiLM
+    from pyelmo.modeling.characters import batch_to_ids
     from pyelmo.config import preset
-    from pyelmo.kernels import usable_bf16
-    from pyelmo.strategy import RunOptions
+    from pyelmo.runtime.products import usable_bf16
+    from pyelmo.runtime.options import RunOptions
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

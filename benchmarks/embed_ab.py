@@ -32,11 +32,11 @@ def worker(config: str, workload: str, sentences: int, threads: int) -> None:
     import torch
 
     from embed_throughput import latency_sentences, make_sentences
-    from pyelmo.bilm import BiLM
-    from pyelmo.characters import batch_to_ids
+    from pyelmo.modeling.bilm import BiLM
+    from pyelmo.modeling.characters import batch_to_ids
     from pyelmo.config import preset
-    from pyelmo.embed import ElmoEmbedder
-    from pyelmo.strategy import RunOptions
+    from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.runtime.options import RunOptions
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)

@@ -89,8 +89,8 @@ def machine_line(threads: int) -> str:
     its GEMM rates, measured now: printed with every table."""
     import torch
 
-    from pyelmo.kernelchoice import cpu_model
-    from pyelmo.kernels import bf16_supported
+    from pyelmo.runtime.autotune import cpu_model
+    from pyelmo.runtime.products import bf16_supported
 
     torch.set_num_threads(threads)
     rates = matmul_rate(torch)
@@ -136,12 +136,12 @@ def batch_workload(n_sentences: int, batch_size: int) -> tuple[list[list[str]], 
 # -- workers ------------------------------------------------------------------------------
 class PyelmoSide:
     def __init__(self, options: str, weights: str, bf16: bool = False) -> None:
-        from pyelmo.weights import load_bilm_hdf5
+        from pyelmo.modelio.weights import load_bilm_hdf5
 
         self.model = load_bilm_hdf5(options, weights)
         try:
-            from pyelmo.strategy import RunOptions
-        except ImportError:  # a revision before pyelmo.strategy (--base-src): settings were model attributes
+            from pyelmo.runtime.options import RunOptions
+        except ImportError:  # a revision before pyelmo.runtime.options (--base-src): settings were model attributes
             import torch
 
             self.options = None
@@ -152,7 +152,7 @@ class PyelmoSide:
 
     def sentence_runner(self, cache: bool):
         """``ElmoEmbedder.embed_sentence`` with the embedder's defaults (a fresh token cache) or the cache off."""
-        from pyelmo.embed import ElmoEmbedder
+        from pyelmo.embedding.embedder import ElmoEmbedder
 
         embedder = ElmoEmbedder(self.model, **({} if cache else {"token_cache_size": 0}))
         return embedder.embed_sentence
@@ -160,7 +160,7 @@ class PyelmoSide:
     def run(self, batch, exact: bool = False):
         import torch
 
-        from pyelmo.characters import batch_to_ids
+        from pyelmo.modeling.characters import batch_to_ids
 
         ids = batch_to_ids(batch)
         with torch.inference_mode():
@@ -273,7 +273,7 @@ def embed_file_process(side_name: str, options: str, weights: str, input_path: s
         loaded = time.perf_counter()
         reference_embed_file(side, input_path, output_path, 32)
     else:
-        from pyelmo.embed import ElmoEmbedder
+        from pyelmo.embedding.embedder import ElmoEmbedder
 
         embedder = ElmoEmbedder(options, weights)
         loaded = time.perf_counter()
@@ -316,9 +316,9 @@ def flops_per_position(config) -> float:
 def write_model(name: str, workdir: Path, seed: int = 0) -> tuple[Path, Path]:
     import torch
 
-    from pyelmo.bilm import BiLM
+    from pyelmo.modeling.bilm import BiLM
     from pyelmo.config import preset
-    from pyelmo.weights import save_bilm_hdf5
+    from pyelmo.modelio.weights import save_bilm_hdf5
 
     options, weights = workdir / f"{name}_options.json", workdir / f"{name}_weights.hdf5"
     if not weights.exists():
@@ -518,9 +518,9 @@ def memory_check(args, workdir: Path) -> None:
     """Peak RSS of ``pyelmo embed --top`` on 20k vs 200k lines (``--memory-lines``); model ``--memory-config``."""
     import torch
 
-    from pyelmo.bilm import BiLM
+    from pyelmo.modeling.bilm import BiLM
     from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-    from pyelmo.weights import save_bilm_hdf5
+    from pyelmo.modelio.weights import save_bilm_hdf5
 
     if args.memory_config == "tiny":
         torch.manual_seed(0)

@@ -1,4 +1,4 @@
-"""What the runtime kernel choice (``pyelmo.kernels``) finds on this machine, and what it costs.
+"""What the runtime kernel choice (``pyelmo.runtime.products``) finds on this machine, and what it costs.
 
 For every product shape class of a released model size (``--configs``; random weights of that
 size), the time of each exact float32 kernel (``torch.mm`` on ``W`` as stored, ``torch.mm``
@@ -19,9 +19,9 @@ import torch
 
 def shapes(name: str) -> dict[str, tuple[int, int]]:
     """The weights ``(out, in)`` of a model's products, by role."""
-    from pyelmo.bilm import BiLM
+    from pyelmo.modeling.bilm import BiLM
     from pyelmo.config import preset
-    from pyelmo.kernels import padded_conv_weights
+    from pyelmo.runtime.products import padded_conv_weights
 
     model = BiLM(preset(name))
     encoder, layer = model.token_encoder, model.directions[0][0]
@@ -33,8 +33,8 @@ def shapes(name: str) -> dict[str, tuple[int, int]]:
 
 
 def main() -> None:
-    from pyelmo.kernelchoice import MEASURE_ROWS, choose_kernel, cpu_model, time_kernels
-    from pyelmo.kernels import Products
+    from pyelmo.runtime.autotune import MEASURE_ROWS, choose_kernel, cpu_model, time_kernels
+    from pyelmo.runtime.products import Products
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", default="small,original", type=lambda s: s.split(","))

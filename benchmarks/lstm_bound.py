@@ -78,10 +78,10 @@ def alternatives(args: argparse.Namespace) -> None:
     """Other exact float32 implementations of the loop's step products, against pyelmo's kernels."""
     import numpy as np
 
-    from pyelmo.bilm import BiLM
+    from pyelmo.modeling.bilm import BiLM
     from pyelmo.config import preset
-    from pyelmo.kernelchoice import KERNELS, onednn_available
-    from pyelmo.kernels import Products
+    from pyelmo.runtime.autotune import KERNELS, onednn_available
+    from pyelmo.runtime.products import Products
 
     torch.manual_seed(0)
     layer = BiLM(preset(args.config)).directions[0][0]
@@ -154,11 +154,11 @@ def main() -> None:
 
 def bound(args: argparse.Namespace, workdir: Path) -> None:
     """The floors and the measured run of the batch workload (see the module docstring)."""
-    from pyelmo.characters import batch_to_ids
-    from pyelmo.kernelchoice import time_kernels
-    from pyelmo.kernels import Products
-    from pyelmo.strategy import PackedRows, RunOptions
-    from pyelmo.weights import load_bilm_hdf5
+    from pyelmo.modeling.characters import batch_to_ids
+    from pyelmo.runtime.autotune import time_kernels
+    from pyelmo.runtime.products import Products
+    from pyelmo.runtime.options import PackedRows, RunOptions
+    from pyelmo.modelio.weights import load_bilm_hdf5
 
     options_file, weights_file = embed_throughput.write_model(args.config, workdir)
     model = load_bilm_hdf5(options_file, weights_file)

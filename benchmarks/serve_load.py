@@ -29,7 +29,7 @@ import numpy as np
 
 def sentences(n_tokens: int, count: int = 200) -> list[list[str]]:
     """``count`` different ``n_tokens``-token sentences cut from the sample corpus's running text."""
-    from pyelmo.senses import read_sense_examples
+    from pyelmo.evaluation.senses import read_sense_examples
     from pyelmo.serve.neighbours import sample_corpus_path
 
     words = [t for e in read_sense_examples(sample_corpus_path()) for t in e.tokens]

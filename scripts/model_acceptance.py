@@ -8,16 +8,16 @@ CANDIDATE and --baseline are model folders written by ``pyelmo train`` (biLM + s
 vocab.txt). Prints a side-by-side table, baseline vs candidate, and each figure's source (the
 Python function or command that produced it):
 
-- nearest-sense accuracy per layer on tests/data/senses.tsv (pyelmo.senses), and where the top
+- nearest-sense accuracy per layer on tests/data/senses.tsv (pyelmo.evaluation.senses), and where the top
   layer goes wrong: per word, and by the target word's position in its sentence;
 - full-softmax perplexity on CORPUS/valid-modern and CORPUS/valid (the first --max-sentences
-  sentences of each; all by default), pyelmo.lm.evaluate;
+  sentences of each; all by default), pyelmo.lm.model.evaluate;
 - ``pyelmo predict``'s combined top 10 for two sentences and whether the expected words are in it
-  (pyelmo.predict.WordPredictor);
+  (pyelmo.lm.predict.WordPredictor);
 - the POS probe per layer as ``pyelmo evaluate pos`` runs it (pyelmo.evaluation.pos.evaluate_pos,
   Brown, 2000 / 1000 sentences by default, no vector cache, so the time is a cold run's);
 - the folder size, the bilm-tf HDF5 export round trip's largest difference
-  (pyelmo.lm.export_bilm_hdf5 -> pyelmo.weights.load_bilm_hdf5), and ``pyelmo demo``'s wall time.
+  (pyelmo.lm.model.export_bilm_hdf5 -> pyelmo.modelio.weights.load_bilm_hdf5), and ``pyelmo demo``'s wall time.
 
 --skip-slow leaves out the POS probe and the demo. Both models have to share a vocabulary for
 their perplexities to compare (the JSON says whether they do).
@@ -39,8 +39,8 @@ import torch
 
 from pyelmo.errors import InputError, PyelmoError
 from pyelmo.fileio import write_json_atomic
-from pyelmo.lm import evaluate, export_bilm_hdf5, load_language_model
-from pyelmo.senses import example_vectors, find_word, nearest_sense_scores, read_sense_examples, with_average_layer
+from pyelmo.lm.model import evaluate, export_bilm_hdf5, load_language_model
+from pyelmo.evaluation.senses import example_vectors, find_word, nearest_sense_scores, read_sense_examples, with_average_layer
 
 ROOT = Path(__file__).resolve().parents[1]
 SENSES = ROOT / "tests" / "data" / "senses.tsv"
@@ -55,7 +55,7 @@ PUNCTUATION = set(".,;:!?\"'()")
 # -- one figure each ------------------------------------------------------------------------
 def senses_figure(model_dir: Path, senses_file: Path) -> dict[str, Any]:
     """Nearest-sense accuracy per layer, the top layer's per-example scores and a position analysis."""
-    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.embedding.embedder import ElmoEmbedder
 
     examples = read_sense_examples(senses_file)
     vectors, names = with_average_layer(example_vectors(ElmoEmbedder(str(model_dir)), examples))
@@ -130,8 +130,8 @@ def position_correlation(vectors: np.ndarray, words: list[str], senses: list[str
 
 def perplexity_figure(model_dir: Path, folder: Path, max_sentences: int) -> dict[str, Any]:
     """Full-softmax perplexity of the first ``max_sentences`` (0: all) sentences of ``folder/*.txt``."""
-    from pyelmo.lmtext import TokenizedText
-    from pyelmo.weights import read_native_config
+    from pyelmo.lm.text import TokenizedText
+    from pyelmo.modelio.weights import read_native_config
 
     files = sorted(folder.glob("*.txt"))
     if not files:
@@ -144,7 +144,7 @@ def perplexity_figure(model_dir: Path, folder: Path, max_sentences: int) -> dict
 
 def predict_figure(model_dir: Path, sentence: str, targets: tuple[str, ...]) -> dict[str, Any]:
     """``pyelmo predict``'s combined top 10 and which of ``targets`` it holds."""
-    from pyelmo.predict import WordPredictor, blank_tokens
+    from pyelmo.lm.predict import WordPredictor, blank_tokens
 
     top = [w for w, _ in WordPredictor.from_pretrained(model_dir).predict(blank_tokens(sentence), k=10).combined]
     hits = [w for w in top if w in targets]
@@ -155,7 +155,7 @@ def pos_figure(model_dir: Path, brown: Path | None, train_sentences: int, test_s
     """Test accuracy of the POS probe per layer (``pyelmo evaluate pos``'s protocol, no word2vec)."""
     from pyelmo.evaluation.common import registry_source
     from pyelmo.evaluation.pos import evaluate_pos
-    from pyelmo.weights import from_pretrained
+    from pyelmo.modelio.weights import from_pretrained
 
     result = evaluate_pos(from_pretrained(model_dir), registry_source("brown", brown), None,
                           train_sentences=train_sentences, test_sentences=test_sentences, progress=False)
@@ -172,8 +172,8 @@ def export_figure(model_dir: Path, senses_file: Path) -> dict[str, Any]:
     """Export to the bilm-tf layout, load it back, compare all layers on the sense sentences and the softmax."""
     import h5py
 
-    from pyelmo.characters import batch_to_ids
-    from pyelmo.weights import from_pretrained, load_bilm_hdf5
+    from pyelmo.modeling.characters import batch_to_ids
+    from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5
 
     ids = batch_to_ids([list(e.tokens) for e in read_sense_examples(senses_file)])
     native, (lm, _) = from_pretrained(model_dir).eval(), load_language_model(model_dir)
@@ -204,18 +204,18 @@ def demo_figure(model_dir: Path) -> dict[str, Any]:
 def figures(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Every figure: ``{name: {"source": ..., "baseline": ..., "candidate": ..., "seconds": ...}}``."""
     jobs: list[tuple[str, str, Callable[[Path], Any]]] = [
-        ("senses", f"pyelmo.senses.nearest_sense_scores on example_vectors(ElmoEmbedder(MODEL), {args.senses})",
+        ("senses", f"pyelmo.evaluation.senses.nearest_sense_scores on example_vectors(ElmoEmbedder(MODEL), {args.senses})",
          lambda m: senses_figure(m, args.senses))]
     for split in SPLITS:
         cap = f"first {args.max_sentences} sentences" if args.max_sentences else "all sentences"
         jobs.append((f"perplexity_{split.replace('-', '_')}",
-                     f"pyelmo.lm.evaluate on {args.corpus / split}/*.txt ({cap}; = pyelmo perplexity)",
+                     f"pyelmo.lm.model.evaluate on {args.corpus / split}/*.txt ({cap}; = pyelmo perplexity)",
                      lambda m, s=split: perplexity_figure(m, args.corpus / s, args.max_sentences)))
     for key, (sentence, targets) in PROMPTS.items():
         jobs.append((key, f"WordPredictor.predict (= pyelmo predict --model MODEL \"{sentence}\"), combined top 10",
                      lambda m, s=sentence, t=targets: predict_figure(m, s, t)))
     jobs += [("folder_size", "sum of the file sizes in MODEL (MB = 10^6 bytes)", folder_size_figure),
-             ("export_round_trip", "pyelmo.lm.export_bilm_hdf5 -> pyelmo.weights.load_bilm_hdf5, all layers on "
+             ("export_round_trip", "pyelmo.lm.model.export_bilm_hdf5 -> pyelmo.modelio.weights.load_bilm_hdf5, all layers on "
                                    "the sense sentences and softmax.hdf5 vs the native model",
               lambda m: export_figure(m, args.senses))]
     if not args.skip_slow:

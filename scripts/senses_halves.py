@@ -3,7 +3,7 @@ state change it (docs/EVALUATION.md)?
 
     python scripts/senses_halves.py [--model DIR] [--prefix "A neutral sentence ." ...]
 
-Prints the leave-one-out nearest-sense accuracy (``pyelmo.senses.nearest_sense_accuracy``) of each
+Prints the leave-one-out nearest-sense accuracy (``pyelmo.evaluation.senses.nearest_sense_accuracy``) of each
 contextual layer, of its forward half (what the forward LSTM read up to the word) and of its backward
 half (what the backward LSTM read from the end). With ``--prefix`` every sentence is embedded again
 with that text before it (the word's vector taken at its shifted index): the forward LSTM then
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pyelmo.embed import ElmoEmbedder
-from pyelmo.senses import find_word, nearest_sense_accuracy, read_sense_examples
+from pyelmo.embedding.embedder import ElmoEmbedder
+from pyelmo.evaluation.senses import find_word, nearest_sense_accuracy, read_sense_examples
 
 SENSES = Path(__file__).resolve().parents[1] / "tests" / "data" / "senses.tsv"
 

@@ -47,7 +47,7 @@ def allennlp_reference() -> Reference:
 
 @pytest.fixture
 def tiny_model(allennlp_reference):
-    from pyelmo.weights import load_bilm_hdf5
+    from pyelmo.modelio.weights import load_bilm_hdf5
 
     return load_bilm_hdf5(allennlp_reference.options, allennlp_reference.weights)
 
@@ -62,7 +62,7 @@ def _kernel_cache(tmp_path_factory) -> None:
 def fresh_kernel_cache(tmp_path, monkeypatch) -> Path:
     """An empty on-disk kernel cache and a fresh in-process table of measured choices (as in a new
     process), with the ``auto`` kernel policy; returns the cache folder."""
-    from pyelmo import kernelchoice
+    from pyelmo.runtime import autotune as kernelchoice
 
     monkeypatch.setenv("PYELMO_KERNEL_CACHE", str(tmp_path))
     monkeypatch.delenv(kernelchoice.KERNELS_ENV, raising=False)

@@ -12,10 +12,10 @@ from safetensors.torch import load_file
 
 import pyelmo
 from pyelmo import Elmo, batch_to_ids
-from pyelmo.bilm import BiLM
+from pyelmo.modeling.bilm import BiLM
 from pyelmo.errors import InputError, WeightFileError
-from pyelmo.interop.allennlp import from_allennlp, to_allennlp
-from pyelmo.weights import load_options
+from pyelmo.modelio.allennlp import from_allennlp, to_allennlp
+from pyelmo.modelio.weights import load_options
 
 FIXTURE = Path(__file__).parent / "fixtures" / "allennlp-elmo"
 REF = Path(__file__).parent / "fixtures" / "reference" / "allennlp"

@@ -19,7 +19,7 @@ import pytest
 
 from pyelmo.cli import main
 from pyelmo.errors import InputError, WeightFileError
-from pyelmo.weights import from_pretrained, load_bilm_hdf5, load_options, save_pretrained
+from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5, load_options, save_pretrained
 from tinyconfig import tiny_train_config
 
 REF = Path(__file__).parent / "fixtures" / "reference" / "allennlp"
@@ -493,7 +493,7 @@ def test_embed_nul_byte_is_an_ordinary_character(ctx, capsys):
 
 
 def test_embed_10000_character_token_uses_its_first_bytes(ctx, capsys, tiny_model):
-    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.embedding.embedder import ElmoEmbedder
 
     arrays, _ = _embed_ok(ctx, capsys, "a " + "x" * 10_000 + " b\n")
     assert arrays["0"].shape == (3, 3, 32) and np.isfinite(arrays["0"]).all()
@@ -546,7 +546,7 @@ def test_predict_only_the_blank_and_huge_k(ctx, capsys):
 # -- public loaders called directly -------------------------------------------------------------------
 def test_loaders_refuse_pickle_without_unpickling(tmp_path):
     from pyelmo.training.trainer import CheckpointError, load_checkpoint
-    from pyelmo.vocab import DataError, Vocabulary
+    from pyelmo.lm.vocab import DataError, Vocabulary
 
     sentinel = tmp_path / "PWNED"
     blob = pickle.dumps(Payload(sentinel))
@@ -573,8 +573,8 @@ def test_loaders_refuse_pickle_without_unpickling(tmp_path):
 
 
 def test_vocabulary_and_sentence_readers(tmp_path):
-    from pyelmo.embed import read_sentences
-    from pyelmo.vocab import DataError, Vocabulary
+    from pyelmo.embedding.embedder import read_sentences
+    from pyelmo.lm.vocab import DataError, Vocabulary
 
     (tmp_path / "dup.txt").write_text("<S>\n</S>\n<UNK>\na\na\n")
     with pytest.raises(DataError, match="'a' twice"):
@@ -593,7 +593,7 @@ def test_vocabulary_and_sentence_readers(tmp_path):
 
 
 def test_model_loader_arguments():
-    from pyelmo.models import load
+    from pyelmo.modelio.load import load
 
     with pytest.raises(WeightFileError, match="needs its options file"):
         load(None, WEIGHTS)

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyelmo.characters import BOW_CHAR, EOW_CHAR, PAD_CHAR, batch_to_ids, token_to_ids
+from pyelmo.modeling.characters import BOW_CHAR, EOW_CHAR, PAD_CHAR, batch_to_ids, token_to_ids
 
 
 def test_ascii_token():

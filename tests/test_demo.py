@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from pyelmo.cli import main
-from pyelmo.embed import ElmoEmbedder
-from pyelmo.predict import WordPredictor
-from pyelmo.senses import nearest_sense_accuracy, read_sense_examples, sense_accuracy_per_layer
-from pyelmo.weights import save_pretrained
+from pyelmo.embedding.embedder import ElmoEmbedder
+from pyelmo.lm.predict import WordPredictor
+from pyelmo.evaluation.senses import nearest_sense_accuracy, read_sense_examples, sense_accuracy_per_layer
+from pyelmo.modelio.weights import save_pretrained
 
 SENSES = Path(__file__).parent / "data" / "senses.tsv"
 
@@ -51,7 +51,7 @@ def test_demo_prints_table_and_writes_png(lm_dir, tmp_path, capsys):
 
 
 def test_sense_separation_on_hand_made_vectors():
-    from pyelmo.demo import format_separation, separation_of
+    from pyelmo.evaluation.demo import format_separation, separation_of
 
     # 4 contexts, 2 senses; layer 0 identical, layer 1 perfectly separated (+ the average layer).
     layer0 = np.ones((4, 2))

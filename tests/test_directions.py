@@ -1,4 +1,4 @@
-"""The packed loop's order of a level's two directions (pyelmo.strategy.directions): together or one
+"""The packed loop's order of a level's two directions (pyelmo.runtime.options.directions): together or one
 after the other compute the same; under the "auto" kernel policy the order is timed on the first
 calls themselves (MeasuredChoices.trial) and the faster one kept on disk with the kernel choices."""
 
@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo import kernelchoice, strategy
-from pyelmo.characters import batch_to_ids
-from pyelmo.kernelchoice import DIRECTIONS, TRIAL_CALLS, MeasuredChoices, kernel_cache_path
-from pyelmo.strategy import CarriedStates, RunOptions
-from pyelmo.weights import load_bilm_hdf5
+from pyelmo.runtime import autotune as kernelchoice; from pyelmo.runtime import options as strategy
+from pyelmo.modeling.characters import batch_to_ids
+from pyelmo.runtime.autotune import DIRECTIONS, TRIAL_CALLS, MeasuredChoices, kernel_cache_path
+from pyelmo.runtime.options import CarriedStates, RunOptions
+from pyelmo.modelio.weights import load_bilm_hdf5
 
 ATOL = 1e-5
 

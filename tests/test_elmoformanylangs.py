@@ -14,7 +14,7 @@ import torch
 import pyelmo
 from pyelmo.cli import main
 from pyelmo.errors import WeightFileError
-from pyelmo.interop.elmoformanylangs import convert
+from pyelmo.modelio.elmoformanylangs import convert
 
 FIXTURE = Path(__file__).parent / "fixtures" / "elmoformanylangs"
 SENTENCES = json.loads((FIXTURE / "sentences.json").read_text(encoding="utf-8"))

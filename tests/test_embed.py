@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pyelmo.cli import main
-from pyelmo.embed import ElmoEmbedder
+from pyelmo.embedding.embedder import ElmoEmbedder
 
 LINES = ["I deposited money in the bank .", "The boat stopped near the river bank .", "Hello"]
 
@@ -43,7 +43,7 @@ def test_formats_and_sentence_to_index(allennlp_reference, tiny_model, text, tmp
 
 
 def test_tokenize_raw_text(allennlp_reference, tiny_model, tmp_path):
-    from pyelmo.tokenize import tokenize
+    from pyelmo.text.tokenize import tokenize
 
     raw = "Hello, world! It's (really) nice."
     path = tmp_path / "raw.txt"
@@ -62,7 +62,7 @@ def test_sentence_to_index_as_variable_or_streamed_fixed_length_string(allennlp_
                                                                        vlen_limit):
     """Small indexes are the layout's variable-length string; large ones are streamed into the
     file as a fixed-length string; both read back as the same JSON (repeats keep the last index)."""
-    monkeypatch.setattr("pyelmo.sentenceindex.SENTENCE_INDEX_VLEN_LIMIT", vlen_limit)
+    monkeypatch.setattr("pyelmo.embedding.sentence_index.SENTENCE_INDEX_VLEN_LIMIT", vlen_limit)
     lines = LINES + ['Ünïcödé "quoted" \\ back', LINES[0], "日本語 の 文"]
     path = tmp_path / "in.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -77,7 +77,7 @@ def test_sentence_to_index_as_variable_or_streamed_fixed_length_string(allennlp_
 
 
 def test_sentence_to_index_size_limit_is_a_clear_error(allennlp_reference, text, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("pyelmo.sentenceindex.SENTENCE_INDEX_MAX_BYTES", 60)
+    monkeypatch.setattr("pyelmo.embedding.sentence_index.SENTENCE_INDEX_MAX_BYTES", 60)
     out = tmp_path / "out.hdf5"
     assert main(["embed", str(text), str(out), *_args(allennlp_reference)]) == 1
     assert "--forget-sentences" in capsys.readouterr().err
@@ -154,7 +154,7 @@ def test_bad_shard_through_the_api_leaves_nothing(tiny_model, text, tmp_path):
 
 def test_interrupt_says_resume_continues_and_refused_resume_names_the_setting(allennlp_reference, text, tmp_path,
                                                                               monkeypatch, capsys):
-    from pyelmo import embedfile
+    from pyelmo.embedding import store as embedfile
 
     out = tmp_path / "out.hdf5"
 

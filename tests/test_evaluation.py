@@ -20,7 +20,7 @@ pytest.importorskip("sklearn")
 
 from pyelmo.evaluation import common, pos, report, static, wsd  # noqa: E402
 from pyelmo.evaluation.wsd import WsdInstance  # noqa: E402
-from pyelmo.weights import model_fingerprint  # noqa: E402
+from pyelmo.modelio.weights import model_fingerprint  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "evaluation"
 WORDNET = DATA / "wordnet"
@@ -174,7 +174,7 @@ def test_evaluate_wsd_on_tiny_model(tiny_model, instances, word2vec_file, cache)
 
 
 def test_token_vectors_match_the_embedder_and_are_cached(tiny_model, cache, monkeypatch):
-    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.embedding.embedder import ElmoEmbedder
 
     sents = [["the", "bank", "was", "closed"], ["a", "play"]]
     vec = common.token_vectors(tiny_model, sents, [[1, 3], [1]], cache_dir=cache, tag="t", progress=False)
@@ -367,7 +367,7 @@ def test_report_flags_results_of_another_model(tmp_path):
 
 def test_ngram_baselines_on_a_tiny_text(tmp_path):
     from pyelmo.evaluation.ngram import ngram_perplexity
-    from pyelmo.vocab import Vocabulary
+    from pyelmo.lm.vocab import Vocabulary
 
     train = tmp_path / "train.txt"
     train.write_text("the cat sat\nthe cat ran\nthe dog sat\n" * 5)

@@ -1,4 +1,4 @@
-"""The packed inference strategy (pyelmo.strategy, pyelmo.kernels, the token cache) and the embedder's
+"""The packed inference strategy (pyelmo.runtime.options, pyelmo.runtime.products, the token cache) and the embedder's
 speed-ups (token-budget batching, background writing) compute the same numbers as the plain
 differentiable strategy, within 1e-5, with either product implementation."""
 
@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo.bilm import BiLM
-from pyelmo.characters import batch_to_ids
+from pyelmo.modeling.bilm import BiLM
+from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.embed import ElmoEmbedder, token_budget_batches
-from pyelmo import kernelchoice, kernels, strategy
-from pyelmo.encoder import TokenCache, encode_distinct
-from pyelmo.kernels import PLAIN, Products, conv_max_gemm, onednn_available
-from pyelmo.strategy import CarriedStates, PackedRows, RunOptions, run_packed_pair
-from pyelmo.weights import load_bilm_hdf5
+from pyelmo.embedding.embedder import ElmoEmbedder, token_budget_batches
+from pyelmo.runtime import autotune as kernelchoice; from pyelmo.runtime import products as kernels; from pyelmo.runtime import options as strategy
+from pyelmo.modeling.encoder import TokenCache, encode_distinct
+from pyelmo.runtime.products import PLAIN, Products, conv_max_gemm, onednn_available
+from pyelmo.runtime.options import CarriedStates, PackedRows, RunOptions, run_packed_pair
+from pyelmo.modelio.weights import load_bilm_hdf5
 
 ATOL = 1e-5
 
@@ -391,8 +391,8 @@ def test_embed_file_sentence_keys_keep_first(tmp_path):
 
 def test_shards_merge_to_the_unsharded_file(tmp_path):
     from pyelmo.cli import main
-    from pyelmo.embed import merge_shards
-    from pyelmo.weights import save_bilm_hdf5
+    from pyelmo.embedding.embedder import merge_shards
+    from pyelmo.modelio.weights import save_bilm_hdf5
 
     sentences = [" ".join(s) for s in _sentences(21, seed=8)] + ["a cat", "the dog", "a cat"]
     text = tmp_path / "in.txt"
@@ -461,7 +461,7 @@ def test_bf16_mode_is_close_to_exact_and_switches_back():
 @needs_bf16
 def test_embed_bf16_flag(tmp_path):
     from pyelmo.cli import main
-    from pyelmo.weights import save_bilm_hdf5
+    from pyelmo.modelio.weights import save_bilm_hdf5
 
     model = _model()
     options, weights = tmp_path / "o.json", tmp_path / "w.hdf5"

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from httpserver import FileServer
-from pyelmo import hub
-from pyelmo.characters import batch_to_ids
+from pyelmo.modelio import hub
+from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.cli import main
 from pyelmo.errors import PyelmoError, WeightFileError
-from pyelmo.weights import load_bilm_hdf5, load_options
+from pyelmo.modelio.weights import load_bilm_hdf5, load_options
 
 REF = Path(__file__).parent / "fixtures" / "reference" / "allennlp"
 OPTIONS = (REF / "options.json").read_bytes()
@@ -179,8 +179,8 @@ def test_two_processes_downloading_at_once_end_with_one_good_file(cache, server,
     go = tmp_path / "go"
     code = "\n".join([
         "import pathlib, sys, time",
-        "from pyelmo import hub",
-        "from pyelmo.weights import load_options",
+        "from pyelmo.modelio import hub",
+        "from pyelmo.modelio.weights import load_options",
         f"hub.register(hub.Release('tiny-test', {tiny.options_url!r}, {tiny.weights_url!r}, "
         f"load_options({str(REF / 'options.json')!r}), 't', 't'))",
         "pathlib.Path(sys.argv[1]).touch()",

@@ -24,7 +24,7 @@ import torch
 
 from pyelmo.cli import main
 from pyelmo.training.trainer import train
-from pyelmo.weights import load_native_tensors
+from pyelmo.modelio.weights import load_native_tensors
 from tinyconfig import tiny_train_config
 
 CONFIG = tiny_train_config(lstm__n_layers=2, data__batch_tokens=120, train__max_steps=8, train__eval_every=4)
@@ -144,8 +144,8 @@ def test_sigkill_embed_leaves_no_output_and_resume_finishes_it(tmp_path, allennl
     # --resume keeps the finished segments (not recomputed) and completes the file
     assert main(["embed", *cmd[4:], "--resume"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["vectors.h5"]
-    from pyelmo.embed import ElmoEmbedder
-    from pyelmo.weights import load_bilm_hdf5
+    from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.modelio.weights import load_bilm_hdf5
 
     embedder = ElmoEmbedder(load_bilm_hdf5(allennlp_reference.options, allennlp_reference.weights))
     with h5py.File(out / "vectors.h5", "r") as f:

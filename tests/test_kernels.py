@@ -1,4 +1,4 @@
-"""The runtime kernel choice (pyelmo.kernels): every kernel gives the reference outputs; the measured
+"""The runtime kernel choice (pyelmo.runtime.products): every kernel gives the reference outputs; the measured
 choice is kept on disk per CPU and PyTorch version, and a stale or corrupt cache is not trusted."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo import kernelchoice
-from pyelmo.characters import batch_to_ids
+from pyelmo.runtime import autotune as kernelchoice
+from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.errors import ConfigError
-from pyelmo.kernelchoice import KERNELS, MeasuredChoices, kernel_cache_path, onednn_available
-from pyelmo.kernels import Products
-from pyelmo.strategy import RunOptions
-from pyelmo.weights import load_bilm_hdf5
+from pyelmo.runtime.autotune import KERNELS, MeasuredChoices, kernel_cache_path, onednn_available
+from pyelmo.runtime.products import Products
+from pyelmo.runtime.options import RunOptions
+from pyelmo.modelio.weights import load_bilm_hdf5
 
 ATOL = 1e-5
 POLICIES = [k for k in kernelchoice.KERNEL_POLICIES if k != "onednn" or onednn_available()]
@@ -149,7 +149,7 @@ def test_fixed_rule_and_bad_policy(cache, monkeypatch):
 def test_help_and_import_measure_nothing(tmp_path):
     env = {**os.environ, "PYELMO_KERNEL_CACHE": str(tmp_path)}
     env.pop(kernelchoice.KERNELS_ENV, None)
-    for args in (["-c", "import pyelmo, pyelmo.embed, pyelmo.strategy"], ["-m", "pyelmo", "embed", "--help"]):
+    for args in (["-c", "import pyelmo, pyelmo.embedding.embedder, pyelmo.runtime.options"], ["-m", "pyelmo", "embed", "--help"]):
         subprocess.run([sys.executable, *args], check=True, env=env, stdout=subprocess.DEVNULL)
     assert not list(tmp_path.iterdir())
 

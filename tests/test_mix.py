@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo.characters import batch_to_ids
-from pyelmo.mix import Elmo, ScalarMix
+from pyelmo.modeling.characters import batch_to_ids
+from pyelmo.embedding.elmo import Elmo
+from pyelmo.modeling.mix import ScalarMix
 
 
 def test_scalar_mix_starts_as_average_and_learns():

@@ -8,11 +8,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyelmo.bilm import BiLM
-from pyelmo.strategy import reverse_within_lengths
-from pyelmo.characters import batch_to_ids
+from pyelmo.modeling.bilm import BiLM
+from pyelmo.runtime.options import reverse_within_lengths
+from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.embed import ElmoEmbedder
+from pyelmo.embedding.embedder import ElmoEmbedder
 
 
 def test_reverse_within_lengths():
@@ -91,7 +91,7 @@ def test_gradients_flow_and_masked_positions_are_zero(skip):
 
 def test_token_encoder_once_per_distinct_token_has_the_same_values_and_gradients():
     """Training runs the token encoder on distinct tokens only; values and gradients are unchanged."""
-    from pyelmo.encoder import TokenEncoder, encode_distinct
+    from pyelmo.modeling.encoder import TokenEncoder, encode_distinct
 
     torch.manual_seed(0)
     encoder = TokenEncoder(CharCNNConfig(filters=((1, 4), (2, 8), (3, 8)), n_highway=2, embedding_dim=4), 6)

@@ -7,11 +7,11 @@ import string
 import pytest
 import torch
 
-from pyelmo.characters import batch_to_ids
+from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.lm import LanguageModel
-from pyelmo.predict import WordPredictor
-from pyelmo.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
+from pyelmo.lm.model import LanguageModel
+from pyelmo.lm.predict import WordPredictor
+from pyelmo.lm.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 
 WORDS = list(SPECIALS) + [a + b for a in string.ascii_lowercase[:6] for b in "xyz"]  # 3 + 18 words
 

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.embed import ElmoEmbedder
+from pyelmo.embedding.embedder import ElmoEmbedder
 from pyelmo.errors import ConfigError, WeightFileError
-from pyelmo.vocab import SPECIALS, Vocabulary
-from pyelmo.weights import load_bilm_hdf5, load_options
+from pyelmo.lm.vocab import SPECIALS, Vocabulary
+from pyelmo.modelio.weights import load_bilm_hdf5, load_options
 
 REF = Path(__file__).parent / "fixtures" / "reference" / "allennlp"
 
@@ -138,8 +138,8 @@ def test_corrupt_hdf5_either_loads_finite_weights_or_raises(tmp_path):
 # -- one very long sentence: works, memory grows linearly (docs/RELIABILITY.md) ------------------------
 MEASURE = """
 import resource, sys, numpy as np
-from pyelmo.weights import load_bilm_hdf5
-from pyelmo.embed import ElmoEmbedder
+from pyelmo.modelio.weights import load_bilm_hdf5
+from pyelmo.embedding.embedder import ElmoEmbedder
 m = load_bilm_hdf5(sys.argv[1], sys.argv[2])
 e = ElmoEmbedder(m)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo.characters import batch_to_ids
+from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.cli import main
-from pyelmo.strategy import CarriedStates, RunOptions
-from pyelmo.weights import load_bilm_hdf5
+from pyelmo.runtime.options import CarriedStates, RunOptions
+from pyelmo.modelio.weights import load_bilm_hdf5
 
 ATOL = 1e-5
 
@@ -109,7 +109,7 @@ def test_stateful_rows_keep_their_states_when_a_batch_shrinks(reference):
 
     The expectation is computed independently: one batch-of-one stateful stream per row.
     """
-    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.embedding.embedder import ElmoEmbedder
 
     words = [s.split() for group in reference.sentences for s in group]
     sizes, batches, start = (4, 6, 2, 5), [], 0

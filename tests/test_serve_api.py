@@ -15,7 +15,7 @@ pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from pyelmo.demo import SEED_PAIRS, similarity_rows  # noqa: E402
+from pyelmo.evaluation.demo import SEED_PAIRS, similarity_rows  # noqa: E402
 from pyelmo.serve import Limits, build_service, create_app  # noqa: E402
 from pyelmo.serve.app import Service  # noqa: E402
 from pyelmo.serve.batching import Batcher  # noqa: E402
@@ -107,8 +107,8 @@ def test_embed_matches_the_embedder(client, service):
 
 
 def test_tokenize_neighbours_and_predict(client, service):
-    from pyelmo.predict import WordPredictor
-    from pyelmo.tokenize import tokenize
+    from pyelmo.lm.predict import WordPredictor
+    from pyelmo.text.tokenize import tokenize
 
     text = "The boat stopped near the river bank."
     assert client.post("/v1/tokenize", json={"sentences": [text]}).json()["sentences"][0]["tokens"] == tokenize(text)

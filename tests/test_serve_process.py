@@ -126,8 +126,8 @@ def test_the_page_shows_the_bank_similarities(server, tmp_path):
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
         pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
     playwright = pytest.importorskip("playwright.sync_api")
-    from pyelmo.demo import SEED_PAIRS, similarity_rows
-    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.evaluation.demo import SEED_PAIRS, similarity_rows
+    from pyelmo.embedding.embedder import ElmoEmbedder
 
     word, sentences = SEED_PAIRS[0]
     expected = similarity_rows(ElmoEmbedder(), word, sentences)[0].by_layer

@@ -9,13 +9,13 @@ import pytest
 import torch
 
 import pyelmo
-from pyelmo.characters import batch_to_ids
+from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.cli import main
-from pyelmo.embed import ElmoEmbedder
-from pyelmo.models import DEFAULT_MODEL_DIR
-from pyelmo.predict import WordPredictor
-from pyelmo.senses import read_sense_examples, sense_accuracy_per_layer
-from pyelmo.weights import load_bilm_hdf5, save_bilm_hdf5
+from pyelmo.embedding.embedder import ElmoEmbedder
+from pyelmo.modelio.load import DEFAULT_MODEL_DIR
+from pyelmo.lm.predict import WordPredictor
+from pyelmo.evaluation.senses import read_sense_examples, sense_accuracy_per_layer
+from pyelmo.modelio.weights import load_bilm_hdf5, save_bilm_hdf5
 
 SENSES = Path(__file__).parent / "data" / "senses.tsv"
 
@@ -78,7 +78,7 @@ def test_shipped_model_is_a_trained_language_model(tmp_path):
     """Full-softmax perplexity on the 96 sense-test sentences (modern English the corpus never
     saw verbatim): an untrained model of this vocabulary gives about 30,000; the shipped one
     measured 122.7 (MODEL_CARD.md); the bound catches a wrong or damaged model."""
-    from pyelmo.lm import perplexity
+    from pyelmo.lm.model import perplexity
 
     text = tmp_path / "sentences.txt"
     text.write_text("\n".join(" ".join(e.tokens) for e in read_sense_examples(SENSES)) + "\n", encoding="utf-8")

@@ -9,7 +9,7 @@ import pytest
 
 spacy = pytest.importorskip("spacy")
 
-from pyelmo.embed import ElmoEmbedder  # noqa: E402
+from pyelmo.embedding.embedder import ElmoEmbedder  # noqa: E402
 from pyelmo.errors import InputError  # noqa: E402
 
 WORDS = ("the bank river closed money boat stopped near a I deposited in , . it was open on Monday "

@@ -1,4 +1,4 @@
-"""The one line reader (pyelmo.textfile.text_lines) and the readers built on it."""
+"""The one line reader (pyelmo.text.lines.text_lines) and the readers built on it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 import pytest
 
 from pyelmo.errors import InputError
-from pyelmo.textfile import text_lines
+from pyelmo.text.lines import text_lines
 
 
 def _lines(data: bytes, tmp_path, **kw):
@@ -61,9 +61,9 @@ def test_handles_and_stdin(monkeypatch):
 
 def test_the_readers_share_it(tmp_path):
     """Vocabulary, training text, sentences to embed and sense examples fail the same way."""
-    from pyelmo.embedfile import read_sentences
-    from pyelmo.senses import read_sense_examples
-    from pyelmo.vocab import DataError, Vocabulary, read_lines
+    from pyelmo.embedding.store import read_sentences
+    from pyelmo.evaluation.senses import read_sense_examples
+    from pyelmo.lm.vocab import DataError, Vocabulary, read_lines
 
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"<S>\n</S>\n<UNK>\nw\xff\n")

@@ -15,14 +15,14 @@ from pyelmo.cli import main
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.training import trainer as trainer_mod
 from pyelmo.training.config import config_from_dict
-from pyelmo.lmtext import TokenizedText
+from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataOrder, shard
-from pyelmo.kernels import PLAIN
-from pyelmo.lm import LanguageModel, evaluate, full_softmax_nll, perplexity
+from pyelmo.runtime.products import PLAIN
+from pyelmo.lm.model import LanguageModel, evaluate, full_softmax_nll, perplexity
 from pyelmo.training.data import resolve_data
 from pyelmo.training.trainer import Trainer, train
-from pyelmo.vocab import Vocabulary, vocab_from_files
-from pyelmo.weights import from_pretrained, load_bilm_hdf5, load_native_tensors
+from pyelmo.lm.vocab import Vocabulary, vocab_from_files
+from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5, load_native_tensors
 
 TINY = {
     "char_cnn": {"filters": [[1, 8], [2, 8], [3, 16]], "n_highway": 1, "embedding_dim": 8},
@@ -268,7 +268,7 @@ def test_init_from_and_export(trained, corpus, tmp_path, capsys):
     assert {"options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt"} <= {p.name for p in (tmp_path / "exp").iterdir()}
     native = from_pretrained(model_dir)
     exported = load_bilm_hdf5(tmp_path / "exp" / "options.json", tmp_path / "exp" / "weights.hdf5")
-    from pyelmo.characters import batch_to_ids
+    from pyelmo.modeling.characters import batch_to_ids
 
     ids = batch_to_ids([["the", "cat", "sees"], ["a", "dog"]])
     with torch.no_grad():

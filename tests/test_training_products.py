@@ -1,4 +1,4 @@
-"""Training's faster execution (``train.products``: pyelmo.trainproducts.TrainingProducts) computes the
+"""Training's faster execution (``train.products``: pyelmo.runtime.training_products.TrainingProducts) computes the
 same values and gradients as the plain modules (the trainer's option: tests/test_training.py)."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo import kernelchoice
-from pyelmo.bilm import BiLM
-from pyelmo.characters import batch_to_ids
+from pyelmo.runtime import autotune as kernelchoice
+from pyelmo.modeling.bilm import BiLM
+from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.kernels import onednn_available
-from pyelmo.trainproducts import TrainingProducts, packed_positions
-from pyelmo.lm import LanguageModel
-from pyelmo.strategy import RunOptions
+from pyelmo.runtime.products import onednn_available
+from pyelmo.runtime.training_products import TrainingProducts, packed_positions
+from pyelmo.lm.model import LanguageModel
+from pyelmo.runtime.options import RunOptions
 from pyelmo.training.step import training_run_options
 
 PRODUCTS = ["fused", pytest.param("onednn", marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN"))]
@@ -153,7 +153,7 @@ def test_padding_positions_are_not_encoded(products, monkeypatch):
     """The plain strategy encodes only the positions within each row's length: a padded batch's
     all-zero "token" has no padding characters, so in a chunk of the fused convolution it made every
     word of the chunk compute all window positions. Values and gradients are unchanged."""
-    from pyelmo import encoder as encoder_module
+    from pyelmo.modeling import encoder as encoder_module
 
     model = _model()
     ids = batch_to_ids([["a", "cat", "ran"], ["dogs"]])  # the second row is padded: an all-zero token

@@ -3,7 +3,7 @@ from collections import Counter
 import pytest
 
 from pyelmo.cli import main
-from pyelmo.vocab import SPECIALS, DataError, Vocabulary, build_vocab, text_files, vocab_from_files
+from pyelmo.lm.vocab import SPECIALS, DataError, Vocabulary, build_vocab, text_files, vocab_from_files
 
 
 def test_order_specials_ties_and_limits():

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo.characters import batch_to_ids
+from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import ElmoConfig, preset
 from pyelmo.errors import ConfigError, WeightFileError
-from pyelmo.bilm import BiLM
-from pyelmo.models import load
-from pyelmo.weights import from_pretrained, load_bilm_hdf5, save_bilm_hdf5, save_pretrained
+from pyelmo.modeling.bilm import BiLM
+from pyelmo.modelio.load import load
+from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5, save_bilm_hdf5, save_pretrained
 
 SENTENCES = [["The", "bank", "closed", "."], ["River", "bank"]]
 

@@ -17,33 +17,34 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "ElmoConfig": "pyelmo.config",
     "preset": "pyelmo.config",
-    "batch_to_ids": "pyelmo.characters",
-    "BiLM": "pyelmo.bilm",
-    "ScalarMix": "pyelmo.mix",
-    "Elmo": "pyelmo.mix",
-    "ElmoEmbedder": "pyelmo.embed",
-    "load": "pyelmo.models",
-    "load_bilm_hdf5": "pyelmo.weights",
-    "save_bilm_hdf5": "pyelmo.weights",
-    "from_pretrained": "pyelmo.weights",
-    "save_pretrained": "pyelmo.weights",
+    "batch_to_ids": "pyelmo.modeling.characters",
+    "BiLM": "pyelmo.modeling.bilm",
+    "ScalarMix": "pyelmo.modeling.mix",
+    "Elmo": "pyelmo.embedding.elmo",
+    "ElmoEmbedder": "pyelmo.embedding.embedder",
+    "load": "pyelmo.modelio.load",
+    "load_bilm_hdf5": "pyelmo.modelio.weights",
+    "save_bilm_hdf5": "pyelmo.modelio.weights",
+    "from_pretrained": "pyelmo.modelio.weights",
+    "save_pretrained": "pyelmo.modelio.weights",
     "PyelmoError": "pyelmo.errors",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyelmo.bilm import BiLM
-    from pyelmo.characters import batch_to_ids
+    from pyelmo.modeling.bilm import BiLM
+    from pyelmo.modeling.characters import batch_to_ids
     from pyelmo.config import ElmoConfig, preset
-    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.errors import PyelmoError
-    from pyelmo.mix import Elmo, ScalarMix
-    from pyelmo.models import load
-    from pyelmo.weights import from_pretrained, load_bilm_hdf5, save_bilm_hdf5, save_pretrained
+    from pyelmo.embedding.elmo import Elmo
+    from pyelmo.modeling.mix import ScalarMix
+    from pyelmo.modelio.load import load
+    from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5, save_bilm_hdf5, save_pretrained
 
 
-#: Submodules reachable as attributes (``pyelmo.hub.download("original")``).
+#: Submodules reachable as attributes (``pyelmo.modelio.hub.download("original")``).
 _SUBMODULES = ("hub",)
 
 

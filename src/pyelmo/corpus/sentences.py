@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from pyelmo.tokenize import normalize_text, tokenize
+from pyelmo.text.tokenize import normalize_text, tokenize
 
 MIN_TOKENS = 3
 MAX_TOKENS = 200

@@ -20,7 +20,7 @@ import numpy as np
 from pyelmo.errors import PyelmoError
 from pyelmo.fileio import atomic_writer
 from pyelmo.paths import user_cache_dir
-from pyelmo.weights import model_fingerprint
+from pyelmo.modelio.weights import model_fingerprint
 
 #: Bumped whenever the cached vector layout or its computation changes.
 CACHE_VERSION = "pyelmo-eval-vectors-1"
@@ -60,8 +60,8 @@ def registry_source(name: str, directory: str | os.PathLike | None) -> Path:
 
 
 def tokenize(text: str) -> list[str]:
-    """Moses-style English tokens, exactly as the pretraining corpus (:func:`pyelmo.tokenize.tokenize`)."""
-    from pyelmo.tokenize import tokenize as corpus_tokenize
+    """Moses-style English tokens, exactly as the pretraining corpus (:func:`pyelmo.text.tokenize.tokenize`)."""
+    from pyelmo.text.tokenize import tokenize as corpus_tokenize
 
     return corpus_tokenize(text)
 
@@ -89,7 +89,7 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
     """
     from tqdm import tqdm
 
-    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.embedding.embedder import ElmoEmbedder
 
     embedder = model if isinstance(model, ElmoEmbedder) else ElmoEmbedder(model, batch_size=batch_size)
     model = embedder.model

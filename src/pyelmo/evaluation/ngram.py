@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from pyelmo.vocab import BOS_ID, EOS_ID, Vocabulary, read_lines, text_files
+from pyelmo.lm.vocab import BOS_ID, EOS_ID, Vocabulary, read_lines, text_files
 
 
 @dataclass

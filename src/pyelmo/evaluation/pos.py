@@ -185,7 +185,7 @@ def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sent
     from tqdm import tqdm
 
     from pyelmo.evaluation.common import token_vectors
-    from pyelmo.weights import model_fingerprint
+    from pyelmo.modelio.weights import model_fingerprint
 
     train = sample_sentences(read_tagged(brown_dir, "train"), train_sentences, "pos-train")
     test = sample_sentences(read_tagged(brown_dir, "test"), test_sentences, "pos-test")
@@ -211,7 +211,7 @@ def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sent
         x_tr, k_tr = static.matrix(tr_words)
         x_te, k_te = static.matrix(te_words)
         jobs.append(("word2vec", x_tr, x_te, {"oov_rate": float(1 - k_te.mean())}))
-    from pyelmo.embed import ElmoEmbedder
+    from pyelmo.embedding.embedder import ElmoEmbedder
 
     embedder = ElmoEmbedder(model, batch_size=batch_size)  # one token cache for both splits
     fingerprint = fingerprint or model_fingerprint(model)

@@ -17,7 +17,7 @@ import numpy as np
 
 from pyelmo.evaluation.common import EvaluationError
 from pyelmo.fileio import atomic_writer
-from pyelmo.vocab import read_lines
+from pyelmo.lm.vocab import read_lines
 
 WORD2VEC_NAME = "word2vec.bin"
 

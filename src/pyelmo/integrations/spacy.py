@@ -57,7 +57,7 @@ class ElmoComponent:
     def embedder(self):
         """The ``ElmoEmbedder``, loaded on first use."""
         if self._embedder is None:
-            from pyelmo.embed import ElmoEmbedder
+            from pyelmo.embedding.embedder import ElmoEmbedder
 
             self._embedder = ElmoEmbedder(self.model)
             n_layers = self._embedder.model.config.num_layers

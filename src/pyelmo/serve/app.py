@@ -57,8 +57,8 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
                   max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, limits: Limits | None = None,
                   cache_dir: str | os.PathLike | None = None) -> Service:
     """Load the model (default: the shipped one), its LM head when it has one, and the corpus vectors."""
-    from pyelmo.embed import ElmoEmbedder
-    from pyelmo.weights import model_fingerprint
+    from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.modelio.weights import model_fingerprint
 
     embedder = ElmoEmbedder(model, weight_file)
     fingerprint = model_fingerprint(embedder.model)
@@ -82,7 +82,7 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
 def _load_predictor(model):
     """The model's LM head (softmax + vocabulary), or None when the directory has none."""
     from pyelmo.errors import PyelmoError
-    from pyelmo.predict import WordPredictor
+    from pyelmo.lm.predict import WordPredictor
 
     try:
         return WordPredictor.from_pretrained(model)

@@ -10,7 +10,7 @@ import numpy as np
 from fastapi.responses import Response
 
 from pyelmo.errors import InputError
-from pyelmo.senses import find_word
+from pyelmo.evaluation.senses import find_word
 from pyelmo.serve.errors import ApiError, AsciiJSONResponse
 from pyelmo.serve.schemas import EmbedRequest, NeighboursRequest, PredictRequest, Sentence, SimilarityRequest
 
@@ -34,7 +34,7 @@ class Api:
 
     def tokens(self, sentence: Sentence, where: str) -> list[str]:
         """Validated tokens of a raw-text or pre-tokenized sentence."""
-        from pyelmo.tokenize import tokenize
+        from pyelmo.text.tokenize import tokenize
 
         limits = self.limits
         if isinstance(sentence, str):
@@ -128,7 +128,7 @@ class Api:
         return Response(content, media_type="application/json")
 
     async def similarity(self, body: SimilarityRequest) -> dict:
-        from pyelmo.senses import cosine_matrix, with_average_layer
+        from pyelmo.evaluation.senses import cosine_matrix, with_average_layer
 
         tokens = self.sentences(body.sentences)
         if body.positions is not None and len(body.positions) != len(tokens):
@@ -160,7 +160,7 @@ class Api:
 
     def _projection(self, vectors: np.ndarray, names: list[str], word: str) -> dict:
         """2-D PCA per layer of the word in the request's sentences and in the sample corpus."""
-        from pyelmo.demo import pca2
+        from pyelmo.evaluation.demo import pca2
 
         corpus = self.service.corpus
         rows = corpus.contexts(word)
@@ -197,7 +197,7 @@ class Api:
                 "corpus": {"sentences": len(corpus.examples), "contexts": int(len(rows))}, "layers": layers}
 
     async def predict(self, body: PredictRequest) -> dict:
-        from pyelmo.predict import BLANK, blank_tokens
+        from pyelmo.lm.predict import BLANK, blank_tokens
 
         predictor = self.service.predictor
         if predictor is None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from pyelmo.fileio import write_bytes_atomic
 from pyelmo.paths import user_cache_dir
-from pyelmo.senses import SenseExample, read_sense_examples
+from pyelmo.evaluation.senses import SenseExample, read_sense_examples
 
 #: Bumped whenever the cached layout changes.
 CACHE_VERSION = "pyelmo-serve-neighbours-1"

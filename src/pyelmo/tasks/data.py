@@ -1,7 +1,7 @@
 """Task data files and their readers; every error names the file and line.
 
 * classify: UTF-8 TSV, one example per line, ``label<TAB>text``.  The text is raw and
-  tokenized with :func:`pyelmo.tokenize.tokenize` (``pretokenized=True``: split on
+  tokenized with :func:`pyelmo.text.tokenize.tokenize` (``pretokenized=True``: split on
   whitespace).  Blank lines are skipped.
 * tag: CoNLL style, one token per line, ``token<TAB>tag`` (more columns are allowed; the
   token is the first and the tag the last; without a tab the line is split on
@@ -49,7 +49,7 @@ def _nonempty(path, examples: list[Example]) -> list[Example]:
 
 def read_classify(path: str | os.PathLike, pretokenized: bool = False, labelled: bool = True) -> list[Example]:
     """Examples of a ``label<TAB>text`` file (``labelled=False``: lines of text; a label column, if any, is ignored)."""
-    from pyelmo.tokenize import tokenize
+    from pyelmo.text.tokenize import tokenize
 
     examples = []
     for number, line in _lines(path):

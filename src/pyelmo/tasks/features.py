@@ -84,7 +84,7 @@ class LayerCache:
 
     def _disk_path(self, todo: list[tuple[str, ...]]) -> Path:
         if self.fingerprint is None:
-            from pyelmo.weights import model_fingerprint
+            from pyelmo.modelio.weights import model_fingerprint
 
             self.fingerprint = model_fingerprint(self.bilm)
         key = f"{self.fingerprint}:{np.dtype(self.dtype).name}"
@@ -97,7 +97,7 @@ class LayerCache:
     def _compute(self, todo: list[tuple[str, ...]], desc: str) -> None:
         from tqdm import tqdm
 
-        from pyelmo.embed import ElmoEmbedder
+        from pyelmo.embedding.embedder import ElmoEmbedder
 
         embedder = ElmoEmbedder(self.bilm, batch_size=self.batch_size)
         with tqdm(total=len(todo), desc=desc, unit="sent", disable=not self.progress, file=sys.stderr) as bar:

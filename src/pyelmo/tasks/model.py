@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from pyelmo.mix import ScalarMix
+from pyelmo.modeling.mix import ScalarMix
 
 
 @dataclass

@@ -80,8 +80,8 @@ class BiLMSource:
         """The sentence length the biLM was trained with, as its native folder records it (else 100,
         as ``pyelmo perplexity`` assumes): the longest piece the sentence context gives it."""
         from pyelmo.errors import PyelmoError
-        from pyelmo.models import default_model_dir
-        from pyelmo.weights import read_native_config
+        from pyelmo.modelio.load import default_model_dir
+        from pyelmo.modelio.weights import read_native_config
 
         if self.weight_file is None:
             try:
@@ -92,7 +92,7 @@ class BiLMSource:
         return 100
 
     def load(self):
-        from pyelmo.models import load
+        from pyelmo.modelio.load import load
 
         bilm = load(self.model, self.weight_file)
         bilm.eval()
@@ -100,6 +100,6 @@ class BiLMSource:
 
 
 def bilm_fingerprint(bilm) -> str:
-    from pyelmo.weights import model_fingerprint
+    from pyelmo.modelio.weights import model_fingerprint
 
     return model_fingerprint(bilm)

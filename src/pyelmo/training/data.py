@@ -1,6 +1,6 @@
 """Training data: the files (:func:`resolve_data`) and their order: length-bucketed, shuffled batches in a resumable order, sharded over ranks.
 
-The sentences and batches themselves are ``pyelmo.lmtext`` (shared with perplexity).
+The sentences and batches themselves are ``pyelmo.lm.text`` (shared with perplexity).
 The order of an epoch depends only on ``(seed, epoch)``: sentences are shuffled,
 cut into pools, each pool is sorted by length and packed into batches, and the batches
 are shuffled. ``(epoch, position)`` then names the next batch, so a run can resume.
@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from pyelmo.batching import token_budget_batches
+from pyelmo.text.batching import token_budget_batches
 from pyelmo.fileio import PathLike
-from pyelmo.vocab import DataError
+from pyelmo.lm.vocab import DataError
 
 
 class DataOrder:
@@ -71,7 +71,7 @@ class DataFiles:
 def resolve_data(data_dir: PathLike | None, train: Sequence[PathLike] | None,
                  valid: Sequence[PathLike] | None) -> DataFiles:
     """Training and validation files from a corpus directory and/or explicit file lists."""
-    from pyelmo.vocab import text_files
+    from pyelmo.lm.vocab import text_files
 
     train_files: list[Path] = []
     valid_files: list[Path] = []

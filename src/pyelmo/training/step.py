@@ -6,10 +6,10 @@ from typing import Iterable
 
 import torch
 
-from pyelmo.kernels import PLAIN
-from pyelmo.strategy import RunOptions
+from pyelmo.runtime.products import PLAIN
+from pyelmo.runtime.options import RunOptions
 from pyelmo.training.config import OptimSection
-from pyelmo.trainproducts import TrainingProducts
+from pyelmo.runtime.training_products import TrainingProducts
 
 
 def make_optimizer(params: Iterable[torch.nn.Parameter], o: OptimSection) -> torch.optim.Optimizer:
@@ -22,7 +22,7 @@ def make_optimizer(params: Iterable[torch.nn.Parameter], o: OptimSection) -> tor
 
 def training_run_options(products: str) -> RunOptions:
     """The plain (differentiable) strategy with ``train.products``' implementation: ``"plain"`` (the
-    reference modules), ``"fused"`` or ``"onednn"`` (:class:`pyelmo.trainproducts.TrainingProducts`)."""
+    reference modules), ``"fused"`` or ``"onednn"`` (:class:`pyelmo.runtime.training_products.TrainingProducts`)."""
     if products == "plain":
         return RunOptions("plain", PLAIN)
     return RunOptions("plain", TrainingProducts(onednn=products == "onednn"))

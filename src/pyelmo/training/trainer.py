@@ -21,12 +21,12 @@ import numpy as np
 import torch
 
 from pyelmo.config import ElmoConfig
-from pyelmo.kernels import bf16_supported, usable_bf16
+from pyelmo.runtime.products import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
-from pyelmo.lm import LanguageModel, evaluate, load_language_model
-from pyelmo.lmtext import TokenizedText
+from pyelmo.lm.model import LanguageModel, evaluate, load_language_model
+from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataFiles, DataOrder, resolve_data, shard
-from pyelmo.vocab import DataError, Vocabulary, vocab_from_files
+from pyelmo.lm.vocab import DataError, Vocabulary, vocab_from_files
 from pyelmo.fileio import PathLike, write_text_atomic
 from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,  # noqa: F401
                                          CheckpointError, copy_dir_atomic, load_checkpoint, metrics_record_step,
@@ -323,7 +323,7 @@ class Trainer:
         return False
 
     def _save_model(self, directory: Path) -> None:
-        from pyelmo.weights import save_pretrained
+        from pyelmo.modelio.weights import save_pretrained
 
         meta = {"training": {"steps": self.step, "tokens": self.tokens, "epoch": self.order.epoch,
                              "best_valid_ppl": self.best, "vocab_size": len(self.vocab),

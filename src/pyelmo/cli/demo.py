@@ -1,0 +1,85 @@
+"""``pyelmo demo`` and ``pyelmo similarity``: the same word, different contexts, different vectors."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyelmo.cli.common import add_model_arguments, load_embedder
+
+DEMO_DESCRIPTION = """\
+Show what ELMo adds over static word vectors. For "bank" (money vs river), "apple"
+(fruit vs company) and "play" (game, role, music), print the cosine similarity of the
+word's vectors across sentences at layer 0 (context-independent: 1.000 for the same
+spelling; "apple" and "Apple" differ in their characters, so even layer 0 differs), at
+each contextual layer and at the average of the layers. Then, over several contexts per
+sense, the mean similarity of same-sense pairs vs different-sense pairs per layer (the
+claim is "closer within a sense than across senses"; layer 0 has no gap by construction).
+The PNG shows the top-layer similarity heatmap of "bank" in 16 contexts ordered by sense,
+their PCA projection, and per word a bar chart of same- vs different-sense similarity."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser("demo", help='the "bank" example: contextual vs static vectors',
+                          description=DEMO_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_arguments(demo)
+    demo.add_argument("--plot", default="pyelmo-demo.png", metavar="PNG",
+                      help="where to write the figure (default pyelmo-demo.png); '' to skip it")
+    demo.set_defaults(func=run_demo)
+
+    sim = sub.add_parser("similarity", help="cosine similarity of a word across two sentences, per layer",
+                         description="Cosine similarity of WORD's vectors in two sentences, at every layer "
+                                     "and at the average of the layers. Sentences are raw text; they are "
+                                     "tokenized Moses-style.")
+    sim.add_argument("first", metavar="SENTENCE1")
+    sim.add_argument("second", metavar="SENTENCE2")
+    sim.add_argument("--word", help="the word to compare (its first occurrence in each sentence)")
+    sim.add_argument("--index", type=int, nargs="+", metavar="I",
+                     help="compare the tokens at these positions instead (0-based, after tokenization): one "
+                          "for both sentences or one per sentence; picks a later occurrence or a piece of a "
+                          "word the tokenizer splits")
+    add_model_arguments(sim)
+    sim.set_defaults(func=run_similarity)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from pyelmo.evaluation.demo import SEED_PAIRS, all_context_vectors, format_separation, format_table, separation_of, \
+        similarity_rows, write_sense_figure
+
+    if args.plot:
+        _check_plot_path(args.plot)  # before the model is loaded and the table computed
+    embedder = load_embedder(args)
+    rows = [row for word, sentences in SEED_PAIRS for row in similarity_rows(embedder, word, sentences)]
+    print(format_table(rows))
+    print()
+    contexts = all_context_vectors(embedder)
+    print(format_separation([separation_of(vectors, word, senses) for word, (vectors, senses, _) in contexts.items()]))
+    if args.plot:
+        print(f"wrote {write_sense_figure(contexts, args.plot)}")
+    return 0
+
+
+def _check_plot_path(plot: str) -> None:
+    """The figure is replaced if it exists; its folder must exist and it must not be a folder."""
+    from pathlib import Path
+
+    from pyelmo.errors import InputError
+
+    path = Path(plot)
+    if path.is_dir():
+        raise InputError(f"--plot is a directory, expected a PNG file path: {path}")
+    if not path.parent.is_dir():
+        raise InputError(f"--plot folder does not exist: {path.parent}")
+
+
+def run_similarity(args: argparse.Namespace) -> int:
+    from pyelmo.evaluation.demo import format_table, similarity_rows
+
+    from pyelmo.errors import InputError
+
+    if not args.word and not args.index:
+        raise InputError("give --word WORD or --index I [J]")
+    if args.index and len(args.index) > 2:
+        raise InputError(f"--index takes one or two positions, got {len(args.index)}")
+    positions = (args.index * 2)[:2] if args.index else None
+    print(format_table(similarity_rows(load_embedder(args), args.word, [args.first, args.second], positions)))
+    return 0

@@ -1,0 +1,134 @@
+"""``pyelmo embed``: a file of sentences to an HDF5 file of contextual vectors."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyelmo.cli.common import add_model_arguments, model_source
+from pyelmo.text.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
+
+DESCRIPTION = """\
+Embed INPUT (one whitespace-tokenized sentence per line; '-' reads stdin) into OUTPUT,
+an HDF5 file in the layout of AllenNLP's `elmo` command: one float32 dataset per line,
+keyed by its line index ("0", "1", ...), shaped (layers, tokens, dim) with --all or
+(tokens, dim) with --top / --average, plus `sentence_to_index` (JSON) unless
+--forget-sentences. Work is kept in .OUTPUT.parts/ (one file per 4096 lines) and the
+output appears only when complete; after an interruption, --resume continues where the
+run stopped. Without --model or --options-file/--weight-file the shipped English model is used.
+
+Exact float32 products run through the fastest kernel for each shape on this CPU
+(torch.mm or oneDNN), measured once at first use and kept in ~/.cache/pyelmo/kernels/
+($PYELMO_KERNEL_CACHE), as is whether each LSTM level runs its two directions together or one
+after the other (timed on the first batches); PYELMO_KERNELS=fixed|mm|mm_t|onednn skips the
+measuring."""
+
+
+BF16_HELP = ("reduced precision: matrix products take bfloat16 inputs and weights (states, sums and outputs stay "
+             "float32); vectors differ from the exact ones by about 0.5%% of their largest value. On a CPU with "
+             "bfloat16 instructions (AVX512-BF16, AMX) the products run through oneDNN in bfloat16: measured 2.1-2.5x the "
+             "exact mode for the original size and 1.4-1.5x for small at batch 32, 1.0-1.1x at batch 1, on an Intel "
+             "Xeon with AMX; 0.9-2.2x on two AMD EPYCs with AVX512-BF16 (on the second 1.8x for original and 1.3x for "
+             "small at batch 32, 1.1x at batch 1; benchmarks/RESULTS.md). With the measured kernel choice (the default), "
+             "shape classes where bfloat16 is slower than float32 on this CPU (small products at batch 1) run exact "
+             "float32; on a CPU without them (e.g. AVX2 "
+             "only) it warns and computes exact float32 at the exact mode's speed; on a GPU, bfloat16 products")
+
+TOKENIZE_HELP = ("the lines are raw text: tokenize them (Moses-style, as `pyelmo similarity`) instead of splitting "
+                 "on whitespace")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("embed", help="embed a file of sentences into HDF5", description=DESCRIPTION,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("input", metavar="INPUT", help="text file, one tokenized sentence per line ('-' = stdin)")
+    parser.add_argument("output", metavar="OUTPUT", help="HDF5 file to write")
+    fmt = parser.add_mutually_exclusive_group()
+    fmt.add_argument("--all", dest="output_format", action="store_const", const="all",
+                     help="all layers, (layers, tokens, dim) per sentence (default)")
+    fmt.add_argument("--top", dest="output_format", action="store_const", const="top",
+                     help="top layer only, (tokens, dim)")
+    fmt.add_argument("--average", dest="output_format", action="store_const", const="average",
+                     help="mean of the layers, (tokens, dim)")
+    add_model_arguments(parser)
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, metavar="N",
+                        help=f"sentences per batch with --stateful or --max-tokens 0; otherwise sentences are "
+                             f"sorted by length in windows of 16 x N (default {DEFAULT_BATCH_SIZE})")
+    parser.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+                        help="without --stateful: pack length-sorted sentences into batches of at most N token "
+                             f"positions (0: fixed --batch-size batches; default {DEFAULT_MAX_TOKENS}); "
+                             "the vectors do not depend on it")
+    parser.add_argument("--token-cache-size", type=int, default=DEFAULT_TOKEN_CACHE_SIZE, metavar="N",
+                        help=f"keep N token-encoder outputs across batches (0: off; default {DEFAULT_TOKEN_CACHE_SIZE})")
+    parser.add_argument("--shard", metavar="I/N",
+                        help="embed only lines whose index is I modulo N (keys stay the line indexes); 'env' "
+                             "takes I and N from torchrun's RANK and WORLD_SIZE; '{rank}' in OUTPUT is replaced "
+                             "by I. Join the shard files with pyelmo embed-merge")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--tokenize", action="store_true", help=TOKENIZE_HELP)
+    parser.add_argument("--stateful", action="store_true",
+                        help="carry LSTM states from batch to batch row by row, like the original "
+                             "implementations (batches are consecutive lines); default: every sentence "
+                             "starts from zero states")
+    parser.add_argument("--forget-sentences", action="store_true", help="do not write sentence_to_index")
+    parser.add_argument("--use-sentence-keys", action="store_true",
+                        help="key datasets by the sentence text instead of the line index")
+    parser.add_argument("--skip-blank-lines", action="store_true",
+                        help="accept blank lines (their dataset is an empty array) instead of failing")
+    parser.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted run with the same input, model and settings, "
+                             "reusing the segments it finished")
+    parser.add_argument("--bf16", action="store_true", help=BF16_HELP)
+    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(func=run, output_format="all")
+
+
+def parse_shard(value: str | None) -> tuple[int, int] | None:
+    """``I/N`` or ``env`` (torchrun's ``RANK``/``WORLD_SIZE``) -> ``(I, N)``."""
+    import os
+
+    from pyelmo.embedding.store import check_shard
+    from pyelmo.errors import InputError
+
+    if value is None:
+        return None
+    if value == "env":
+        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            raise InputError("--shard env needs RANK and WORLD_SIZE (run it under torchrun)")
+        value = f"{os.environ['RANK']}/{os.environ['WORLD_SIZE']}"
+    try:
+        index, count = (int(part) for part in value.split("/"))
+    except ValueError:
+        raise InputError(f"--shard must be I/N or env, got {value!r}") from None
+    check_shard(index, count)
+    return index, count
+
+
+def run(args: argparse.Namespace) -> int:
+    from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.embedding.store import check_output_path
+    from pyelmo.errors import InputError
+
+    shard = parse_shard(args.shard)
+    if shard is not None:
+        args.output = args.output.replace("{rank}", str(shard[0]))
+    check_output_path(args.output, args.overwrite)  # fail before loading the model
+    if args.threads is not None:
+        import torch
+
+        if args.threads < 1:
+            raise InputError(f"--threads must be at least 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    model, weight_file = model_source(args)
+    embedder = ElmoEmbedder(model, weight_file, batch_size=args.batch_size, stateful=args.stateful,
+                            device=args.device, max_tokens=args.max_tokens or None,
+                            token_cache_size=args.token_cache_size, bf16=args.bf16)
+    count = embedder.embed_file(args.input, args.output, output_format=args.output_format,
+                                forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
+                                skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,
+                                progress=not args.no_progress, shard=shard, resume=args.resume,
+                                tokenize=args.tokenize)
+    print(f"wrote {count} sentences to {args.output}")
+    return 0

@@ -1,0 +1,121 @@
+"""``pyelmo serve``: the JSON API and the page, run by uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyelmo.cli.common import add_model_arguments
+
+DESCRIPTION = """\
+Serve a biLM over HTTP: a page at / to type sentences, click a word and see its
+similarity to the same word in the other sentences per layer, a 2-D projection of its
+contexts and the LM's predictions for it; and a JSON API for programs:
+
+  POST /v1/embed        per-token vectors (chosen layers, their average or a mix)
+  POST /v1/similarity   a word's cosine similarity across sentences, per layer
+  POST /v1/neighbours   a word's nearest contexts in a built-in sample corpus
+  POST /v1/predict      the LM's top words for a blank (___)
+  POST /v1/tokenize     tokens as the other endpoints see them
+  GET  /health, GET /v1/models, GET /openapi.json
+
+Concurrent requests are batched into one biLM call (the first waits at most
+--max-wait-ms for others). Requests over the limits get a 4xx JSON error naming the
+field. SIGTERM (or Ctrl-C) stops accepting connections, finishes the requests in
+flight and exits 0. The sample corpus's vectors are computed at start and cached in
+$PYELMO_SERVE_CACHE (default ~/.cache/pyelmo/serve). Needs the `serve` extra:
+pip install 'pyelmo[serve]'."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("serve", help="a page and a JSON API over HTTP (embed, similarity, neighbours, predict)",
+                            description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="server processes, each with its own copy of the model (default 1)")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="PyTorch threads per worker for the model (default: one fewer than the CPUs, at "
+                             "least 1; the other runs the server itself)")
+    add_model_arguments(parser)
+    batching = parser.add_argument_group("batching")
+    batching.add_argument("--max-wait-ms", type=float, default=5.0, metavar="MS",
+                          help="longest a request waits for others to share its biLM call (default 5)")
+    batching.add_argument("--max-batch-tokens", type=int, default=4096, metavar="N",
+                          help="token positions per biLM call (default 4096)")
+    batching.add_argument("--no-batching", action="store_true",
+                          help="embed each request alone, in arrival order (for comparison)")
+    limits = parser.add_argument_group("limits per request")
+    limits.add_argument("--max-body-bytes", type=int, default=1_000_000, metavar="N", help="default 1000000")
+    limits.add_argument("--max-sentences", type=int, default=64, metavar="N", help="default 64")
+    limits.add_argument("--max-tokens", type=int, default=100, metavar="N",
+                        help="tokens per sentence (default 100)")
+    parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                        help="uvicorn's log level (default info)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import os
+    import socket
+    import sys
+
+    from pyelmo.cli.common import model_source
+    from pyelmo.errors import InputError
+
+    try:
+        import uvicorn
+
+        from pyelmo.serve.app import app_from_settings
+    except ImportError as exc:
+        raise InputError(f"pyelmo serve needs the serve extra: pip install 'pyelmo[serve]' ({exc})") from None
+    if args.threads is None:
+        args.threads = max(1, (os.cpu_count() or 2) - 1)
+    for name in ("port", "workers", "threads", "max_batch_tokens", "max_body_bytes", "max_sentences", "max_tokens"):
+        value = getattr(args, name)
+        if value < (0 if name == "port" else 1) or (name == "port" and value > 65535):
+            raise InputError(f"--{name.replace('_', '-')} out of range: {value}")
+    if args.max_wait_ms < 0:
+        raise InputError(f"--max-wait-ms must not be negative: {args.max_wait_ms}")
+    with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
+        try:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((args.host, args.port))
+        except OSError as exc:
+            raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+
+    model, weight_file = model_source(args)
+    settings = {"model": model, "weight_file": weight_file, "threads": args.threads, "batching": not args.no_batching,
+                "max_wait": args.max_wait_ms / 1000, "max_batch_tokens": args.max_batch_tokens,
+                "limits": {"max_body_bytes": args.max_body_bytes, "max_sentences": args.max_sentences,
+                           "max_tokens": args.max_tokens}}
+    config = dict(host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=30)
+    where = (f"pyelmo serve: http://{args.host}:{args.port}/ (batching "
+             f"{'off' if args.no_batching else f'on, max wait {args.max_wait_ms:g} ms'}; {args.workers} worker(s), "
+             f"{args.threads} model thread(s) each)")
+    if args.workers > 1:  # each worker process builds its own service from the settings
+        os.environ["PYELMO_SERVE_SETTINGS"] = json.dumps(settings)
+        print(where, file=sys.stderr, flush=True)
+        uvicorn.run("pyelmo.serve.app:app_from_environment", factory=True, workers=args.workers, **config)
+        return 0
+    app = app_from_settings(settings)  # a model that cannot be loaded fails here, on one line
+    print(where, file=sys.stderr, flush=True)
+    _server_class(uvicorn)(uvicorn.Config(app, **config)).run()
+    return 0
+
+
+def _server_class(uvicorn):
+    """uvicorn's server, except that a SIGTERM/SIGINT after which it shut down gracefully gives exit 0
+    (uvicorn re-raises the signal once it has shut down, so the process would die of it)."""
+    import contextlib
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    getattr(self, "_captured_signals", []).clear()
+
+    return Server

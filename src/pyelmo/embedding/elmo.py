@@ -1,0 +1,108 @@
+"""The ``Elmo`` module for downstream models: a biLM and learned layer mixes.
+
+It has the same contract as AllenNLP's ``allennlp.modules.elmo.Elmo``, so porting code means
+changing the import; unlike AllenNLP it is stateless (a sentence's vectors never depend on
+earlier batches).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from pyelmo.errors import InputError
+from pyelmo.modelio.allennlp import from_allennlp, is_allennlp_state_dict
+from pyelmo.modelio.load import load
+from pyelmo.modeling.bilm import BiLM
+from pyelmo.modeling.characters import token_to_ids
+from pyelmo.modeling.mix import ScalarMix
+from pyelmo.runtime.options import RunOptions
+
+
+class Elmo(nn.Module):
+    """ELMo representations for a downstream model: ``num_output_representations`` learned mixes.
+
+    ``Elmo(options_file, weight_file, num_output_representations)`` loads the released
+    format; ``Elmo(model_dir_or_BiLM, None, n)`` a native model; ``Elmo(None, None, n)`` the
+    shipped English model. ``forward(char_ids)`` returns
+    ``{"elmo_representations": [n tensors (B, T, D)], "mask": (B, T)}``.
+
+    With a frozen biLM (``requires_grad=False``) it runs the inference strategy
+    (``RunOptions.inference()``); with ``requires_grad=True`` the plain differentiable one.
+    ``options`` (a :class:`pyelmo.runtime.options.RunOptions`) overrides that choice.
+    """
+
+    def __init__(self, options_file: str | os.PathLike | BiLM | None = None, weight_file: str | os.PathLike | None = None,
+                 num_output_representations: int = 1, requires_grad: bool = False, do_layer_norm: bool = False,
+                 dropout: float = 0.5, keep_sentence_boundaries: bool = False,
+                 scalar_mix_parameters: Sequence[float] | None = None,
+                 vocab_to_cache: Sequence[str] | None = None, options: RunOptions | None = None) -> None:
+        super().__init__()
+        self.bilm = options_file if isinstance(options_file, BiLM) else load(options_file, weight_file)
+        # word_inputs (B, T) index vocab_to_cache; row 0 is padding, as in AllenNLP (a buffer, not state)
+        max_chars = self.bilm.config.char_cnn.max_characters_per_token
+        self.register_buffer("_vocab_char_ids", None if vocab_to_cache is None else torch.tensor(
+            [token_to_ids(word, max_chars) for word in vocab_to_cache], dtype=torch.long), persistent=False)
+        if self._vocab_char_ids is not None and len(vocab_to_cache):
+            self._vocab_char_ids[0] = 0
+        for parameter in self.bilm.parameters():
+            parameter.requires_grad_(requires_grad)
+        self.requires_grad = requires_grad
+        self.options = options or (RunOptions() if requires_grad else RunOptions.inference())
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        self.dropout = nn.Dropout(dropout)
+        self.scalar_mixes = nn.ModuleList(
+            ScalarMix(self.bilm.config.num_layers, do_layer_norm=do_layer_norm,
+                      initial_scalar_parameters=scalar_mix_parameters, trainable=scalar_mix_parameters is None)
+            for _ in range(num_output_representations)
+        )
+
+    def get_output_dim(self) -> int:
+        return self.bilm.config.output_dim
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Also accepts the state dict of an AllenNLP ``Elmo`` (``_elmo_lstm...``, ``scalar_mix_0...``), or of
+        an AllenNLP model holding one (``torch.load("weights.th", weights_only=True)``: its Elmo part is used)."""
+        if is_allennlp_state_dict(state_dict):
+            state_dict = from_allennlp(state_dict)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def forward(self, inputs: torch.Tensor | None, word_inputs: torch.Tensor | None = None
+                ) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+        """``inputs``: character ids ``(B, T, max_chars)`` (extra leading dims are flattened and restored).
+
+        ``word_inputs``: ids ``(B, T)`` into ``vocab_to_cache`` (0 = padding), used instead of
+        ``inputs`` when this module has a cached vocabulary, as in AllenNLP (same vectors).
+        """
+        if word_inputs is not None:
+            if self._vocab_char_ids is None:
+                warnings.warn("word inputs were passed to Elmo but it has no vocab_to_cache; using the characters")
+            else:
+                if word_inputs.numel() and not 0 <= int(word_inputs.min()) <= int(word_inputs.max()) < \
+                        len(self._vocab_char_ids):
+                    raise InputError(f"word_inputs hold ids outside the cached vocabulary of "
+                                     f"{len(self._vocab_char_ids)} words")
+                inputs = self._vocab_char_ids[word_inputs]
+        if inputs is None:
+            raise InputError("Elmo needs character ids (batch_to_ids), or word_inputs with vocab_to_cache")
+        leading = inputs.shape[:-2]
+        char_ids = inputs.flatten(0, -3) if inputs.dim() > 3 else inputs
+        if char_ids.shape[0] == 0:  # no sentences: empty outputs of the right shape
+            layers = char_ids.new_zeros((self.bilm.config.num_layers, 0, char_ids.shape[1] + 2,
+                                         self.get_output_dim()), dtype=torch.float)
+            mask = char_ids.new_zeros((0, char_ids.shape[1] + 2), dtype=torch.bool)
+        else:
+            with torch.set_grad_enabled(self.requires_grad and torch.is_grad_enabled()):
+                output = self.bilm(char_ids, keep_sentence_boundaries=True, options=self.options)
+            layers, mask = output.layers, output.mask
+        representations = [self.dropout(mix(layers, mask)) for mix in self.scalar_mixes]
+        if not self.keep_sentence_boundaries:
+            inner_mask = char_ids.gt(0).any(-1)
+            representations = [r[:, 1:-1] * inner_mask.unsqueeze(-1) for r in representations]
+            mask = inner_mask
+        representations = [r.reshape(*leading, *r.shape[1:]) for r in representations]
+        return {"elmo_representations": representations, "mask": mask.reshape(*leading, mask.shape[-1])}

@@ -1,0 +1,141 @@
+"""Contextual vectors for sentences: the ``ElmoEmbedder`` API (files: ``pyelmo.embedding.store``)."""
+
+from __future__ import annotations
+
+import os
+from typing import BinaryIO, Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from pyelmo.text.batching import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE,  # noqa: F401
+                             SORT_WINDOW, chunks, token_budget_batches)
+from pyelmo.modeling.bilm import BiLM
+from pyelmo.modeling.characters import batch_to_ids
+from pyelmo.errors import InputError
+from pyelmo.runtime.options import RunOptions
+
+class ElmoEmbedder:
+    """Per-token ELMo vectors from a biLM.
+
+    ``ElmoEmbedder()`` uses the shipped English model; ``ElmoEmbedder(DIR)`` a native model;
+    ``ElmoEmbedder(OPTIONS, WEIGHTS)`` the released format; or pass a ``BiLM``. Stateless
+    unless ``stateful=True`` (then each batch row continues from the states the same row
+    reached in the previous batch, as the original implementations do).
+
+    Speed options (the vectors do not depend on them, within float rounding):
+    ``max_tokens`` - stateless mode packs length-sorted sentences into batches of at most
+    this many token positions instead of ``batch_size`` sentences (``None``: fixed
+    ``batch_size`` batches); ``token_cache_size`` - token-encoder outputs kept across
+    batches (0 disables the cache). ``bf16=True`` is an explicit reduced-precision mode:
+    the matrix products run in bfloat16 (vectors differ by about 0.5% of their largest value).
+
+    An embedder keeps state between calls (token cache, buffers, carried states): use one per
+    thread, or one thread per embedder as ``pyelmo serve`` does.
+    """
+
+    def __init__(self, model: BiLM | str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
+                 *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu",
+                 max_tokens: int | None = DEFAULT_MAX_TOKENS,
+                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False) -> None:
+        from pyelmo.modelio.load import load
+
+        if batch_size < 1:
+            raise InputError(f"batch size must be at least 1, got {batch_size}")
+        if max_tokens is not None and max_tokens < 1:
+            raise InputError(f"max tokens must be at least 1, got {max_tokens}")
+        self.model = model if isinstance(model, BiLM) else load(model, weight_file)
+        try:
+            self.device = torch.device(device)
+            self.model.to(self.device).eval()
+        except (RuntimeError, AssertionError) as exc:  # unknown device, or CUDA missing in this torch
+            raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
+        self.options = RunOptions.inference(stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
+                                            device=self.device)
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+
+    @property
+    def stateful(self) -> bool:
+        return self.options.stateful
+
+    def reset_states(self) -> None:
+        """Stateful mode: forget the carried LSTM states (the next batch starts from zeros)."""
+        if self.options.states is not None:
+            self.options.states.reset()
+
+    @torch.inference_mode()
+    def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """One ``(L, n_tokens, D)`` float32 array per sentence (an empty sentence gives ``(L, 0, D)``)."""
+        if not batch:
+            return []
+        if isinstance(batch, str) or any(isinstance(sentence, str) for sentence in batch):
+            raise InputError("pass each sentence as a list of tokens, not a string: e.g. text.split(), "
+                             "or embed_sentence(text, tokenize=True)")
+        ids = batch_to_ids(batch, self.model.config.char_cnn.max_characters_per_token).to(self.device)
+        layers = self.model(ids, options=self.options).layers.float().cpu().numpy()
+        return [np.ascontiguousarray(layers[:, row, : len(sentence)]) for row, sentence in enumerate(batch)]
+
+    def embed_sentence(self, tokens: Sequence[str] | str, tokenize: bool = False) -> np.ndarray:
+        """``(L, n_tokens, D)`` for one tokenized sentence (``tokenize=True``: a string, split by ``pyelmo.text.tokenize``)."""
+        if tokenize and isinstance(tokens, str):
+            from pyelmo.text.tokenize import tokenize as split
+
+            tokens = split(tokens)
+        return self.embed_batch([tokens])[0]
+
+    def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None) -> Iterator[np.ndarray]:
+        """Yield one array per sentence, in input order, computing in batches.
+
+        Stateful: batches are ``batch_size`` consecutive sentences. Stateless: sentences
+        are sorted by length within a window of ``SORT_WINDOW * batch_size`` sentences and
+        cut into batches of at most ``max_tokens`` token positions (or ``batch_size``
+        sentences when ``max_tokens`` is None), which wastes no padding and keeps the
+        matrix products large for short sentences.
+        """
+        batch_size = batch_size or self.batch_size
+        window = batch_size if self.stateful else batch_size * SORT_WINDOW
+        for chunk in chunks(sentences, window):
+            if self.stateful:
+                batches = [list(range(len(chunk)))]
+            else:
+                order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
+                batches = token_budget_batches(order, [len(s) for s in chunk], batch_size, self.max_tokens)
+            results: list[np.ndarray | None] = [None] * len(chunk)
+            for rows in batches:
+                for row, emb in zip(rows, self.embed_batch([chunk[r] for r in rows])):
+                    results[row] = emb
+            yield from results  # type: ignore[misc]
+
+    def embed_file(self, input_file: str | os.PathLike | BinaryIO, output_file: str | os.PathLike,
+                   output_format: str = "all", batch_size: int | None = None, forget_sentences: bool = False,
+                   use_sentence_keys: bool = False, skip_blank_lines: bool = False, overwrite: bool = False,
+                   progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False,
+                   tokenize: bool = False) -> int:
+        """Embed a file of whitespace-tokenized sentences (one per line) into an HDF5 file.
+
+        Work goes into ``.OUTPUT.parts/`` (one file per ``SEGMENT_LINES`` input lines, each
+        written atomically); the output appears, complete, only at the end. An input error
+        leaves nothing behind; after an interruption, ``resume=True`` continues from the
+        finished segments. Returns the number of sentences written.
+
+        ``shard=(i, n)`` embeds only the lines whose index is ``i`` modulo ``n`` (keys stay
+        the global line indexes), so ``n`` processes can split a corpus; ``merge_shards``
+        joins their files. ``tokenize=True``: the lines are raw text, tokenized with
+        ``pyelmo.text.tokenize.tokenize`` instead of split on whitespace.
+        """
+        from pyelmo.embedding.store import write_embeddings
+
+        return write_embeddings(self, input_file, output_file, output_format=output_format, batch_size=batch_size,
+                                forget_sentences=forget_sentences, use_sentence_keys=use_sentence_keys,
+                                skip_blank_lines=skip_blank_lines, overwrite=overwrite, progress=progress,
+                                shard=shard, resume=resume, tokenize=tokenize)
+
+
+def __getattr__(name: str):
+    """Names that moved to ``pyelmo.embedding.store`` (the embedding file store), importable from here as before."""
+    if name in ("merge_shards", "read_sentences", "SEGMENT_LINES", "OUTPUT_FORMATS"):
+        import pyelmo.embedding.store
+
+        return getattr(pyelmo.embedding.store, name)
+    raise AttributeError(f"module 'pyelmo.embedding.embedder' has no attribute {name!r}")

@@ -1,0 +1,294 @@
+"""The "bank" demonstration: one word, different contexts, different vectors above layer 0."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from pyelmo.errors import InputError
+from pyelmo.evaluation.senses import cosine_matrix, find_word, with_average_layer
+from pyelmo.text.tokenize import tokenize
+
+#: (word, sentences) whose target word is compared across contexts in the printed table.
+SEED_PAIRS: list[tuple[str, list[str]]] = [
+    ("bank", ["I deposited money in the bank.", "The boat stopped near the river bank."]),
+    ("apple", ["I ate an apple.", "Apple released a new iPhone."]),
+    ("play", ["Children play in the park.", "The actor will play a role.", "I want to play music."]),
+]
+
+#: Several contexts per sense of each ambiguous word: the same-sense vs different-sense table,
+#: the heatmap and projection ("bank") and the bar charts.  The "apple" sentences all start
+#: with "Apple", so that layer 0 (which sees the characters) cannot tell the senses apart.
+SENSE_CONTEXTS: dict[str, dict[str, list[str]]] = {
+    "bank": {
+        "money": [
+            "I deposited money in the bank.",
+            "The bank approved her loan on Friday.",
+            "He opened a savings account at the local bank.",
+            "The central bank raised interest rates again.",
+            "She withdrew cash from the bank this morning.",
+            "The bank charges a fee for every transfer.",
+            "Robbers broke into the bank at night.",
+            "My bank sent me a new credit card.",
+        ],
+        "river": [
+            "The boat stopped near the river bank.",
+            "We had a picnic on the bank of the stream.",
+            "Fishermen lined the muddy bank at dawn.",
+            "The river overflowed its bank after the storm.",
+            "Reeds grew thick along the bank of the lake.",
+            "He climbed up the steep bank from the water.",
+            "Willows leaned over the grassy bank.",
+            "The children slid down the bank into the river.",
+        ],
+    },
+    "apple": {
+        "fruit": [
+            "Apple trees need a cold winter to bear fruit.",
+            "Apple slices turn brown when they are left out.",
+            "Apple crumble is best with a little cinnamon.",
+            "Apple seeds contain a small amount of cyanide.",
+        ],
+        "company": [
+            "Apple announced a new laptop at its conference.",
+            "Apple shares fell after the earnings report.",
+            "Apple opened a large store in the city centre.",
+            "Apple hired hundreds of engineers last year.",
+        ],
+    },
+    "play": {
+        "game": [
+            "The kids play tag in the yard after lunch.",
+            "We play chess every Sunday evening.",
+            "Dogs love to play with a ball.",
+        ],
+        "theatre": [
+            "She will play Juliet in the spring production.",
+            "He was cast to play the detective in the film.",
+            "Who is going to play the king tonight?",
+        ],
+        "music": [
+            "He learned to play the piano as a child.",
+            "Can you play the guitar at the party?",
+            "The band will play their new song first.",
+        ],
+    },
+}
+
+#: Several contexts per sense of "bank" (kept for compatibility; see ``SENSE_CONTEXTS``).
+BANK_CONTEXTS: dict[str, list[str]] = SENSE_CONTEXTS["bank"]
+
+
+@dataclass
+class SimilarityRow:
+    word: str
+    first: str
+    second: str
+    by_layer: dict[str, float]
+
+
+def similarity_rows(embedder, word: str | None, sentences: list[str],
+                    positions: Sequence[int] | None = None) -> list[SimilarityRow]:
+    """Cosine similarity of ``word`` between every pair of ``sentences``, at each layer and the average.
+
+    ``positions``: instead of the first occurrence of ``word``, the token at this index
+    (0-based, after tokenization) of each sentence: a later occurrence, or a piece of a
+    word the tokenizer splits.
+    """
+    tokenized = [tokenize(s) for s in sentences]
+    if positions is None:
+        if not word:
+            raise InputError("give the word to compare, or its token positions")
+        positions = [find_word(t, word, where=s) for s, t in zip(sentences, tokenized)]
+    else:
+        if len(positions) != len(sentences):
+            raise InputError(f"{len(positions)} token positions for {len(sentences)} sentences")
+        for s, t, p in zip(sentences, tokenized, positions):
+            if not 0 <= p < len(t):
+                raise InputError(f"{s!r}: token position {p} is outside its {len(t)} tokens ({' '.join(t)})")
+        word = word or "/".join(dict.fromkeys(t[p] for t, p in zip(tokenized, positions)))
+    outputs = embedder.embed_batch(tokenized)
+    vectors = np.stack([out[:, p] for p, out in zip(positions, outputs)])
+    vectors, names = with_average_layer(vectors)
+    sims = {name: cosine_matrix(vectors[:, k]) for k, name in enumerate(names)}
+    return [
+        SimilarityRow(word, sentences[i], sentences[j], {name: float(sims[name][i, j]) for name in names})
+        for i in range(len(sentences)) for j in range(i + 1, len(sentences))
+    ]
+
+
+def format_table(rows: list[SimilarityRow]) -> str:
+    """A fixed-width text table of similarity rows."""
+    names = list(rows[0].by_layer)
+    title = "cosine similarity of the word in two sentences"
+    width = max(len(title), *(len(f"{r.word}: {r.first} | {r.second}") for r in rows))
+    lines = [f"{title:<{width}}  " + "  ".join(f"{n:>8}" for n in names)]
+    for r in rows:
+        label = f"{r.word}: {r.first} | {r.second}"
+        lines.append(f"{label:<{width}}  " + "  ".join(f"{r.by_layer[n]:8.3f}" for n in names))
+    return "\n".join(lines)
+
+
+@dataclass
+class SenseSeparation:
+    """Mean cosine similarity of a word's vectors over pairs of contexts of the same sense
+    (``within``) and of different senses (``across``), per layer and for the layer average."""
+
+    word: str
+    senses: dict[str, int]  # sense -> number of contexts
+    within: dict[str, float]
+    across: dict[str, float]
+
+
+def context_vectors(embedder, word: str, contexts: dict[str, list[str]]) -> tuple[np.ndarray, list[str], list[str]]:
+    """``(vectors (n, L + 1, D), senses, sentences)`` of ``word`` in every context, the
+    layer average appended as the last layer; contexts in sense order."""
+    senses = [sense for sense, items in contexts.items() for _ in items]
+    sentences = [s for items in contexts.values() for s in items]
+    tokenized = [tokenize(s) for s in sentences]
+    outputs = embedder.embed_batch(tokenized)
+    vectors = np.stack([out[:, find_word(t, word, where=s)] for s, t, out in zip(sentences, tokenized, outputs)])
+    return with_average_layer(vectors)[0], senses, sentences
+
+
+def sense_separation(embedder, word: str, contexts: dict[str, list[str]]) -> SenseSeparation:
+    """Mean same-sense and different-sense cosine similarity of ``word`` per layer."""
+    vectors, senses, _ = context_vectors(embedder, word, contexts)
+    return separation_of(vectors, word, senses)
+
+
+def separation_of(vectors: np.ndarray, word: str, senses: list[str]) -> SenseSeparation:
+    """:class:`SenseSeparation` of precomputed ``vectors (n, L + 1, D)`` (last: the average)."""
+    labels = np.array(senses)
+    upper = np.triu(np.ones((len(senses), len(senses)), dtype=bool), k=1)
+    same = (labels[:, None] == labels[None, :]) & upper
+    diff = (labels[:, None] != labels[None, :]) & upper
+    names = [f"layer {i}" for i in range(vectors.shape[1] - 1)] + ["average"]
+    within, across = {}, {}
+    for k, name in enumerate(names):
+        sims = cosine_matrix(vectors[:, k])
+        within[name], across[name] = float(sims[same].mean()), float(sims[diff].mean())
+    return SenseSeparation(word, {s: senses.count(s) for s in dict.fromkeys(senses)}, within, across)
+
+
+def format_separation(rows: list[SenseSeparation]) -> str:
+    """A text table: per word and layer, mean same-sense vs different-sense similarity."""
+    lines = ["mean cosine similarity of the word over pairs of contexts: same sense vs different senses",
+             f"{'word':<8}{'layer':<9}{'same':>7}{'different':>11}{'gap':>8}  senses (contexts)"]
+    for r in rows:
+        senses = ", ".join(f"{s} {n}" for s, n in r.senses.items())
+        for name in r.within:
+            gap = round(r.within[name] - r.across[name], 3) + 0.0  # no "-0.000"
+            lines.append(f"{r.word:<8}{name:<9}{r.within[name]:7.3f}{r.across[name]:11.3f}{gap:+8.3f}  {senses}")
+            senses = ""
+    return "\n".join(lines)
+
+
+def all_context_vectors(embedder, contexts: dict[str, dict[str, list[str]]] | None = None) -> dict[str, tuple]:
+    """:func:`context_vectors` of every word of ``contexts`` (default ``SENSE_CONTEXTS``)."""
+    contexts = SENSE_CONTEXTS if contexts is None else contexts
+    return {word: context_vectors(embedder, word, ctx) for word, ctx in contexts.items()}
+
+
+def plot_senses(embedder, path: str | os.PathLike, contexts: dict[str, dict[str, list[str]]] | None = None) -> Path:
+    """Embed ``contexts`` (default ``SENSE_CONTEXTS``) and write the figure of :func:`write_sense_figure`."""
+    return write_sense_figure(all_context_vectors(embedder, contexts), path)
+
+
+def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike) -> Path:
+    """Write a PNG from :func:`all_context_vectors` output: for the first word ("bank"), the
+    top-layer similarity heatmap (contexts ordered by sense, colour scale fitted to the
+    off-diagonal values) and a PCA projection of the top layer; for every word, bars of
+    same-sense vs different-sense similarity per layer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = next(iter(data))
+    vectors, senses, sentences = data[first]
+    top = vectors.shape[1] - 2  # the last is the average
+
+    fig = plt.figure(figsize=(19, 12))
+    grid = fig.add_gridspec(2, len(data), height_ratios=[1.35, 1], hspace=0.25, wspace=0.3, bottom=0.07)
+    heat = fig.add_subplot(grid[0, : max(1, len(data) - 1)])
+    sims = cosine_matrix(vectors[:, top])
+    off = ~np.eye(len(sims), dtype=bool)
+    lo, hi = float(sims[off].min()), float(sims[off].max())
+    if hi - lo < 1e-6:
+        lo, hi = lo - 1e-3, hi + 1e-3
+    shown = np.where(off, sims, np.nan)
+    image = heat.imshow(shown, cmap="viridis", vmin=lo, vmax=hi)
+    heat.set_title(f'"{first}": cosine similarity at layer {top}, contexts grouped by sense\n'
+                   f'(colour scale fitted: {lo:.3f} to {hi:.3f}; diagonal left blank)', fontsize=11)
+    heat.set_yticks(range(len(sentences)), [f"{i}. [{s}] {t}" for i, (s, t) in enumerate(zip(senses, sentences))],
+                    fontsize=9)
+    heat.set_xticks(range(len(sentences)), [str(i) for i in range(len(sentences))], fontsize=8)
+    bounds = [i for i in range(1, len(senses)) if senses[i] != senses[i - 1]]
+    for b in bounds:
+        heat.axhline(b - 0.5, color="white", lw=2)
+        heat.axvline(b - 0.5, color="white", lw=2)
+    fig.colorbar(image, ax=heat, fraction=0.03, pad=0.01)
+
+    pca = fig.add_subplot(grid[0, -1]) if len(data) > 1 else None
+    if pca is not None:
+        points = pca2(vectors[:, top])
+        for k, sense in enumerate(dict.fromkeys(senses)):
+            chosen = [i for i, s in enumerate(senses) if s == sense]
+            pca.scatter(points[chosen, 0], points[chosen, 1], color=f"C{k}", label=sense, s=50, alpha=0.85)
+            for i in chosen:
+                pca.annotate(str(i), points[i], fontsize=8, xytext=(3, 3), textcoords="offset points")
+        pca.set_title(f'"{first}": PCA of layer {top}\n(numbers: heatmap rows)', fontsize=11)
+        pca.legend(fontsize=9)
+
+    for col, (word, (vecs, word_senses, _)) in enumerate(data.items()):
+        ax = fig.add_subplot(grid[1, col])
+        sep = separation_of(vecs, word, word_senses)
+        names = list(sep.within)
+        x = np.arange(len(names))
+        within = [sep.within[n] for n in names]
+        across = [sep.across[n] for n in names]
+        ax.bar(x - 0.2, within, 0.4, label="same sense", color="tab:green")
+        ax.bar(x + 0.2, across, 0.4, label="different senses", color="tab:gray")
+        values = within + across
+        low, high = min(values), max(values)
+        pad = max(0.05 * (high - low), 0.01)
+        ax.set_ylim(low - 3 * pad, min(1.0, high) + 3 * pad)
+        for xi, w, a in zip(x, within, across):
+            ax.annotate(f"{round(w - a, 3) + 0.0:+.3f}", (xi, max(w, a)), ha="center", va="bottom", fontsize=9,
+                        xytext=(0, 3), textcoords="offset points")
+        ax.set_xticks(x, names, fontsize=9)
+        ax.set_ylabel("mean cosine similarity (axis fitted)", fontsize=9)
+        ax.set_title(f'"{word}" ({", ".join(f"{s} {n}" for s, n in sep.senses.items())} contexts):\n'
+                     "mean similarity, same vs different sense (gap above)", fontsize=10)
+        if col == 0:
+            fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=10,
+                       bbox_to_anchor=(0.5, 0.0))
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
+    try:
+        fig.savefig(tmp, dpi=100, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def plot_bank(embedder, path: str | os.PathLike) -> Path:
+    """The demo figure (see :func:`plot_senses`); kept under its old name."""
+    return plot_senses(embedder, path)
+
+
+def pca2(x: np.ndarray) -> np.ndarray:
+    """First two principal components (zeros when the points do not vary beyond float noise)."""
+    centred = x - x.mean(axis=0)
+    if np.abs(centred).max() <= 1e-5 * max(float(np.abs(x).max()), 1e-12):
+        return np.zeros((len(x), 2))
+    u, s, _ = np.linalg.svd(centred, full_matrices=False)
+    out = u[:, :2] * s[:2]
+    return out if out.shape[1] == 2 else np.pad(out, ((0, 0), (0, 2 - out.shape[1])))

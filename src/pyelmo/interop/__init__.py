@@ -1,1 +1,0 @@
-"""Other implementations' model formats: AllenNLP ``Elmo`` state dicts, ELMoForManyLangs model folders."""

@@ -1,0 +1,124 @@
+"""The bidirectional language model (paper section 3.1): token encoder + forward and backward LSTM stacks."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from pyelmo.modeling.characters import bos_ids, eos_ids
+from pyelmo.config import ElmoConfig
+from pyelmo.modeling.encoder import TokenEncoder
+from pyelmo.modeling.lstm import LstmWithProjection
+from pyelmo.runtime.options import PackedRows, PaddedRows, RunOptions
+
+FORWARD, BACKWARD = 0, 1
+#: The default: the plain strategy (differentiable), stateless.
+PLAIN_RUN = RunOptions()
+
+
+@dataclass
+class BiLMOutput:
+    """``layers``: ``(num_layers, B, T, 2 * projection_dim)``; ``mask``: ``(B, T)`` bool;
+    ``final_state``: each row's LSTM states after its last token, ``h (2, L, B, P)`` and
+    ``c (2, L, B, H)`` (direction, layer, row)."""
+
+    layers: torch.Tensor
+    mask: torch.Tensor
+    final_state: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
+def add_sentence_boundaries(char_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Wrap each row's tokens in ``<S>`` ... ``</S>``: ``(B, T, C)`` -> ``(B, T + 2, C)``."""
+    batch, steps, n_chars = char_ids.shape
+    out = char_ids.new_zeros(batch, steps + 2, n_chars)
+    out[:, 1:-1] = char_ids
+    out[:, 0] = torch.tensor(bos_ids(n_chars), dtype=char_ids.dtype)
+    out[torch.arange(batch), lengths + 1] = torch.tensor(eos_ids(n_chars), dtype=char_ids.dtype)
+    return out
+
+
+class BiLM(nn.Module):
+    """ELMo's biLM. ``forward(char_ids)`` returns every layer's vectors for every token.
+
+    Stateless by default: every sentence starts from zero LSTM states, so its vectors do
+    not depend on the rest of the batch. How a call runs is its ``options``
+    (:class:`pyelmo.runtime.options.RunOptions`, owned by the caller): the plain differentiable
+    strategy by default, or ``RunOptions.inference(...)`` (the same function with less
+    work, no autograd); stateful mode carries each batch row's final states into the same
+    row of the next call through ``options.states``, like bilm-tf and AllenNLP.
+    """
+
+    def __init__(self, config: ElmoConfig, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.config = config
+        lstm = config.lstm
+        self.token_encoder = TokenEncoder(config.char_cnn, lstm.projection_dim)
+        self.directions = nn.ModuleList(
+            nn.ModuleList(
+                LstmWithProjection(lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.cell_clip, lstm.proj_clip)
+                for _ in range(lstm.n_layers)
+            )
+            for _ in (FORWARD, BACKWARD)
+        )
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, char_ids: torch.Tensor, keep_sentence_boundaries: bool = False,
+                options: RunOptions | None = None,
+                initial_state: tuple[torch.Tensor, torch.Tensor] | None = None) -> BiLMOutput:
+        """``char_ids (B, T, max_chars)`` from ``batch_to_ids`` -> all layers, the token mask and the final states.
+
+        ``initial_state``: ``(h, c)`` as in ``BiLMOutput.final_state`` (default: zeros, or the
+        carried states of a stateful ``options``).
+        """
+        options = options or PLAIN_RUN
+        if options.strategy != "plain" and torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            raise ValueError(f"the {options.strategy!r} strategy computes no gradients: run it under torch.no_grad() "
+                             "or with frozen parameters, or use the plain strategy")
+        mask = char_ids.gt(0).any(-1)
+        lengths = mask.sum(-1)
+        char_ids = add_sentence_boundaries(char_ids, lengths)
+        lengths = lengths + 2
+        full_mask = torch.arange(char_ids.shape[1], device=char_ids.device) < lengths[:, None]
+
+        packed = options.strategy == "packed" and char_ids.shape[0] > 0
+        rows = (PackedRows if packed else PaddedRows)(lengths, char_ids.shape[1])
+        # the packed strategy's products choose their own precision (RunOptions.inference(bf16=...)): an
+        # enclosing autocast would hand bfloat16 activations to its float32 weights
+        no_autocast = torch.autocast(char_ids.device.type, enabled=False) if packed else contextlib.nullcontext()
+        with torch.no_grad() if packed else contextlib.nullcontext(), no_autocast:
+            x = rows.encode(self.token_encoder, char_ids, full_mask, options)
+            h0, c0 = self._initial_state(len(lengths), x, initial_state, options)
+            levels, final_h, final_c = [x], [], []
+            for l in range(self.config.lstm.n_layers):
+                pair = [self.directions[FORWARD][l], self.directions[BACKWARD][l]]
+                out, h, c = rows.run_level(pair, self.dropout(x), rows.sort(h0[:, l]), rows.sort(c0[:, l]),
+                                           options)
+                if l > 0 and self.config.lstm.use_skip_connections:
+                    out = out + x
+                final_h.append(rows.unsort(h))
+                final_c.append(rows.unsort(c))
+                levels.append(out)
+                x = out
+            stacked = rows.assemble(levels)
+        final_state = (torch.stack(final_h, 1), torch.stack(final_c, 1))
+        if options.states is not None:
+            options.states.update(*final_state)
+
+        if keep_sentence_boundaries:
+            return BiLMOutput(stacked, full_mask, final_state)
+        # drop <S> (first position) and </S> (position length + 1 of each row)
+        return BiLMOutput(stacked[:, :, 1:-1] * mask[None, :, :, None], mask, final_state)
+
+    def _initial_state(self, batch: int, ref: torch.Tensor, given: tuple[torch.Tensor, torch.Tensor] | None,
+                       options: RunOptions) -> tuple[torch.Tensor, torch.Tensor]:
+        if given is not None:
+            return given
+        lstm = self.config.lstm
+        h = ref.new_zeros(2, lstm.n_layers, batch, lstm.projection_dim)
+        c = ref.new_zeros(2, lstm.n_layers, batch, lstm.dim)
+        if options.states is not None:
+            options.states.fill(h, c)
+        return h, c
