@@ -12,7 +12,7 @@ import sys
 
 # Subcommand modules, in the order --help lists them.
 COMMANDS = ["demo", "embed", "embed_merge", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate",
-            "task", "serve", "download", "convert"]
+            "task", "serve", "download", "convert", "env"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,21 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
     group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
 
+def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    """--bf16, --autotune and --kernels: the execution plan of the inference products."""
+    group = parser.add_argument_group("execution plan (default: a fixed rule of this CPU; the same bits every run)")
+    group.add_argument("--bf16", action="store_true",
+                       help="reduced precision: products on bfloat16 inputs and weights with float32 sums, on a CPU "
+                            "with bfloat16 instructions (else a warning and exact float32); see "
+                            "benchmarks/RESULTS.md for speed and error")
+    group.add_argument("--autotune", action="store_true",
+                       help="measure the fastest kernel of each product shape here once and keep the choices on "
+                            "disk (~/.cache/pyelmo/kernels/); results equal the default plan's within float "
+                            "rounding, but are not bit-identical from run to run")
+    group.add_argument("--kernels", choices=("fixed", "mm", "mm_t", "onednn"), default=None,
+                       help="one kernel for every exact product instead of the fixed rule (see 'pyelmo env')")
+
+
 class _PositionalsAnywhere(argparse.ArgumentParser):
     """argparse's intermixed parsing for one command: its positionals may stand before, between
     or after its options (``export MODEL --format X OUT`` as well as ``export OUT --model MODEL``)."""

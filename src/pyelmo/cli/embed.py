@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_model_arguments, model_source
+from pyelmo.cli.common import add_model_arguments, add_plan_arguments, model_source
 from pyelmo.text.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
 
 DESCRIPTION = """\
@@ -16,22 +16,11 @@ keyed by its line index ("0", "1", ...), shaped (layers, tokens, dim) with --all
 output appears only when complete; after an interruption, --resume continues where the
 run stopped. Without --model or --options-file/--weight-file the shipped English model is used.
 
-Exact float32 products run through the fastest kernel for each shape on this CPU
-(torch.mm or oneDNN), measured once at first use and kept in ~/.cache/pyelmo/kernels/
-($PYELMO_KERNEL_CACHE), as is whether each LSTM level runs its two directions together or one
-after the other (timed on the first batches); PYELMO_KERNELS=fixed|mm|mm_t|onednn skips the
-measuring."""
+The products follow an execution plan: by default a fixed rule of this CPU's features and the
+PyTorch version, so the same command and input give the same bits in every run; the plan is
+recorded in OUTPUT's attributes, and `pyelmo env` prints it. --autotune measures the kernels here
+instead (equal within float rounding)."""
 
-
-BF16_HELP = ("reduced precision: matrix products take bfloat16 inputs and weights (states, sums and outputs stay "
-             "float32); vectors differ from the exact ones by about 0.5%% of their largest value. On a CPU with "
-             "bfloat16 instructions (AVX512-BF16, AMX) the products run through oneDNN in bfloat16: measured 2.1-2.5x the "
-             "exact mode for the original size and 1.4-1.5x for small at batch 32, 1.0-1.1x at batch 1, on an Intel "
-             "Xeon with AMX; 0.9-2.2x on two AMD EPYCs with AVX512-BF16 (on the second 1.8x for original and 1.3x for "
-             "small at batch 32, 1.1x at batch 1; benchmarks/RESULTS.md). With the measured kernel choice (the default), "
-             "shape classes where bfloat16 is slower than float32 on this CPU (small products at batch 1) run exact "
-             "float32; on a CPU without them (e.g. AVX2 "
-             "only) it warns and computes exact float32 at the exact mode's speed; on a GPU, bfloat16 products")
 
 TOKENIZE_HELP = ("the lines are raw text: tokenize them (Moses-style, as `pyelmo similarity`) instead of splitting "
                  "on whitespace")
@@ -79,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run with the same input, model and settings, "
                              "reusing the segments it finished")
-    parser.add_argument("--bf16", action="store_true", help=BF16_HELP)
+    add_plan_arguments(parser)
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run, output_format="all")
@@ -124,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     model, weight_file = model_source(args)
     embedder = ElmoEmbedder(model, weight_file, batch_size=args.batch_size, stateful=args.stateful,
                             device=args.device, max_tokens=args.max_tokens or None,
-                            token_cache_size=args.token_cache_size, bf16=args.bf16)
+                            token_cache_size=args.token_cache_size, bf16=args.bf16,
+                            autotune=args.autotune, kernels=args.kernels)
     count = embedder.embed_file(args.input, args.output, output_format=args.output_format,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
                                 skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,

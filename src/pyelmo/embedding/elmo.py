@@ -32,7 +32,7 @@ class Elmo(nn.Module):
     ``{"elmo_representations": [n tensors (B, T, D)], "mask": (B, T)}``.
 
     With a frozen biLM (``requires_grad=False``) it runs the inference strategy
-    (``RunOptions.inference()``); with ``requires_grad=True`` the plain differentiable one.
+    (``RunOptions.inference()``); with ``requires_grad=True`` the differentiable one.
     ``options`` (a :class:`pyelmo.runtime.options.RunOptions`) overrides that choice.
     """
 

@@ -14,6 +14,7 @@ from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.errors import InputError
 from pyelmo.runtime.options import RunOptions
+from pyelmo.runtime.plan import ExecutionPlan
 
 class ElmoEmbedder:
     """Per-token ELMo vectors from a biLM.
@@ -29,6 +30,9 @@ class ElmoEmbedder:
     ``batch_size`` batches); ``token_cache_size`` - token-encoder outputs kept across
     batches (0 disables the cache). ``bf16=True`` is an explicit reduced-precision mode:
     the matrix products run in bfloat16 (vectors differ by about 0.5% of their largest value).
+    The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
+    default a fixed rule of this machine, so the same input gives the same bits in every process;
+    ``autotune=True`` measures the kernels here instead (kept on disk; equal within float rounding).
 
     An embedder keeps state between calls (token cache, buffers, carried states): use one per
     thread, or one thread per embedder as ``pyelmo serve`` does.
@@ -37,7 +41,8 @@ class ElmoEmbedder:
     def __init__(self, model: BiLM | str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
                  *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu",
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
-                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False) -> None:
+                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False, autotune: bool = False,
+                 kernels: str | None = None, plan: ExecutionPlan | None = None) -> None:
         from pyelmo.modelio.load import load
 
         if batch_size < 1:
@@ -50,10 +55,15 @@ class ElmoEmbedder:
             self.model.to(self.device).eval()
         except (RuntimeError, AssertionError) as exc:  # unknown device, or CUDA missing in this torch
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
-        self.options = RunOptions.inference(stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
-                                            device=self.device)
+        self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
+                                            autotune=autotune, kernels=kernels, device=self.device)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
+
+    def explain(self) -> dict:
+        """The execution plan as it applies to this model (``pyelmo env``): per product weight and row
+        class the kernel and precision, per row class the directions' order."""
+        return self.options.backend.explain(self.model.product_weights(), self.model.directions[0][0])
 
     @property
     def stateful(self) -> bool:

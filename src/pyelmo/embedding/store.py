@@ -39,8 +39,9 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
     """``ElmoEmbedder.embed_file``: embed a file of sentences with ``embedder`` (see there).
 
     The output's root attributes record how it was made: ``pyelmo_version``,
-    ``output_format``, ``precision``, ``stateful``, ``tokenize`` and ``model_sha1`` (the
-    weights' fingerprint).
+    ``output_format``, ``precision``, ``stateful``, ``tokenize``, ``model_sha1`` (the
+    weights' fingerprint), ``execution_plan`` (the plan's summary) and ``kernels_used`` (JSON: the
+    kernel each product shape ran with).
     """
     if output_format not in OUTPUT_FORMATS:
         raise InputError(f"output format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
@@ -95,7 +96,7 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
             sentence_to_index.write_to(tmp)
         _record_provenance(tmp, {"output_format": output_format, "precision": settings["precision"],
                                  "stateful": embedder.stateful, "tokenize": tokenize,
-                                 "model_sha1": fingerprint["model"]})
+                                 "model_sha1": fingerprint["model"], **plan_attributes(embedder.options)})
         os.replace(tmp, output)
         parts.remove()
     except PyelmoError:
@@ -118,6 +119,14 @@ def _tokenizer():
     from pyelmo.text.tokenize import tokenize
 
     return tokenize
+
+
+def plan_attributes(options) -> dict[str, str]:
+    """The execution plan of ``options`` and the kernels its products ran with, as HDF5 attributes."""
+    if options.plan is None:
+        return {}
+    used = {f"rows<={rows} weight={w[0]}x{w[1]}": kernel for (rows, w), kernel in sorted(options.products.decisions.items())}
+    return {"execution_plan": options.plan.summary(), "kernels_used": json.dumps(used)}
 
 
 def _record_provenance(filename: Path, attributes: dict) -> None:

@@ -112,7 +112,7 @@ class LanguageModel(nn.Module):
 
         With negatives (see ``sample_negatives``) the sampled softmax is used, otherwise the
         full softmax. The arguments are plain tensors so that DistributedDataParallel can
-        move them; ``options``: how the biLM runs (default: the plain strategy).
+        move them; ``options``: how the biLM runs (default: the differentiable backend).
         """
         h, y = self.hidden(char_ids, targets, options)
         if neg_ids is None:

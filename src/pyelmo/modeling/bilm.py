@@ -10,13 +10,14 @@ from torch import nn
 
 from pyelmo.modeling.characters import bos_ids, eos_ids
 from pyelmo.config import ElmoConfig
-from pyelmo.modeling.encoder import TokenEncoder
-from pyelmo.modeling.lstm import LstmWithProjection
-from pyelmo.runtime.options import PackedRows, PaddedRows, RunOptions
+from pyelmo.modeling.encoder import TokenEncoder, encode_distinct, padded_conv_weights
+from pyelmo.modeling.lstm import LstmWithProjection, run_lstm
+from pyelmo.runtime.options import RunOptions
+from pyelmo.runtime.rows import PackedRows
 
 FORWARD, BACKWARD = 0, 1
-#: The default: the plain strategy (differentiable), stateless.
-PLAIN_RUN = RunOptions()
+#: The default: the differentiable backend, stateless.
+DIFFERENTIABLE_RUN = RunOptions()
 
 
 @dataclass
@@ -45,10 +46,12 @@ class BiLM(nn.Module):
 
     Stateless by default: every sentence starts from zero LSTM states, so its vectors do
     not depend on the rest of the batch. How a call runs is its ``options``
-    (:class:`pyelmo.runtime.options.RunOptions`, owned by the caller): the plain differentiable
-    strategy by default, or ``RunOptions.inference(...)`` (the same function with less
-    work, no autograd); stateful mode carries each batch row's final states into the same
-    row of the next call through ``options.states``, like bilm-tf and AllenNLP.
+    (:class:`pyelmo.runtime.options.RunOptions`, owned by the caller): the differentiable
+    backend by default, or ``RunOptions.inference(...)`` (the same function through an
+    execution plan's products, no autograd); stateful mode carries each batch row's final
+    states into the same row of the next call through ``options.states``, like bilm-tf and AllenNLP.
+    Every call runs over packed rows (:class:`pyelmo.runtime.rows.PackedRows`): each token is
+    encoded once per distinct spelling, and no padding position is computed.
     """
 
     def __init__(self, config: ElmoConfig, dropout: float = 0.0) -> None:
@@ -73,29 +76,32 @@ class BiLM(nn.Module):
         ``initial_state``: ``(h, c)`` as in ``BiLMOutput.final_state`` (default: zeros, or the
         carried states of a stateful ``options``).
         """
-        options = options or PLAIN_RUN
-        if options.strategy != "plain" and torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
-            raise ValueError(f"the {options.strategy!r} strategy computes no gradients: run it under torch.no_grad() "
-                             "or with frozen parameters, or use the plain strategy")
+        options = options or DIFFERENTIABLE_RUN
+        backend = options.backend
+        if not backend.differentiable and torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            raise ValueError(f"the {backend.name} backend computes no gradients: run it under torch.no_grad() "
+                             "or with frozen parameters, or use the differentiable backend (RunOptions())")
         mask = char_ids.gt(0).any(-1)
         lengths = mask.sum(-1)
         char_ids = add_sentence_boundaries(char_ids, lengths)
         lengths = lengths + 2
         full_mask = torch.arange(char_ids.shape[1], device=char_ids.device) < lengths[:, None]
-
-        packed = options.strategy == "packed" and char_ids.shape[0] > 0
-        rows = (PackedRows if packed else PaddedRows)(lengths, char_ids.shape[1])
-        # the packed strategy's products choose their own precision (RunOptions.inference(bf16=...)): an
-        # enclosing autocast would hand bfloat16 activations to its float32 weights
-        no_autocast = torch.autocast(char_ids.device.type, enabled=False) if packed else contextlib.nullcontext()
-        with torch.no_grad() if packed else contextlib.nullcontext(), no_autocast:
-            x = rows.encode(self.token_encoder, char_ids, full_mask, options)
+        rows = PackedRows(lengths, char_ids.shape[1])
+        # the inference products choose their own precision (the plan's): an enclosing autocast would
+        # hand bfloat16 activations to its float32 weights
+        inference = not backend.differentiable
+        no_autocast = torch.autocast(char_ids.device.type, enabled=False) if inference else contextlib.nullcontext()
+        with torch.no_grad() if inference else contextlib.nullcontext(), no_autocast:
+            flat_ids = char_ids.reshape(-1, char_ids.shape[-1])[rows.forward_src]
+            tokens = encode_distinct(self.token_encoder, flat_ids, backend.products, options.token_cache,
+                                     fused_conv=backend.fused_conv)
+            x = rows.both_directions(tokens)  # (2, n_packed, P): each direction's inputs
             h0, c0 = self._initial_state(len(lengths), x, initial_state, options)
             levels, final_h, final_c = [x], [], []
             for l in range(self.config.lstm.n_layers):
                 pair = [self.directions[FORWARD][l], self.directions[BACKWARD][l]]
-                out, h, c = rows.run_level(pair, self.dropout(x), rows.sort(h0[:, l]), rows.sort(c0[:, l]),
-                                           options)
+                out, h, c = backend.run_level(run_lstm, pair, self.dropout(x), rows,
+                                              rows.sort(h0[:, l]), rows.sort(c0[:, l]))
                 if l > 0 and self.config.lstm.use_skip_connections:
                     out = out + x
                 final_h.append(rows.unsort(h))
@@ -111,6 +117,18 @@ class BiLM(nn.Module):
             return BiLMOutput(stacked, full_mask, final_state)
         # drop <S> (first position) and </S> (position length + 1 of each row)
         return BiLMOutput(stacked[:, :, 1:-1] * mask[None, :, :, None], mask, final_state)
+
+    def product_weights(self) -> dict[str, torch.Tensor]:
+        """Every weight the model's matrix products multiply by, once per distinct use (to print a plan)."""
+        encoder, lstm = self.token_encoder, self.directions[FORWARD]
+        weights = {"token_encoder.convolutions (all widths)": padded_conv_weights(encoder.convolutions)[0]}
+        if encoder.highways:
+            weights["token_encoder.highways"] = encoder.highways[0].carry.weight
+        weights["token_encoder.projection"] = encoder.projection.weight
+        weights["lstm.input_gates"] = lstm[0].input_gates.weight
+        weights["lstm.state_gates"] = lstm[0].state_gates.weight
+        weights["lstm.projection"] = lstm[0].projection.weight
+        return {name: w.detach() for name, w in weights.items()}
 
     def _initial_state(self, batch: int, ref: torch.Tensor, given: tuple[torch.Tensor, torch.Tensor] | None,
                        options: RunOptions) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,20 +5,22 @@ char embedding -> 1-D convolutions of several widths, max over positions, activa
 
 The matrix products run through a :class:`pyelmo.runtime.products.Products` (``PLAIN``: ``torch``,
 differentiable); ``fused_conv=True`` computes the convolutions of all widths as one
-product (:func:`pyelmo.runtime.products.conv_max_gemm`, the inference strategy's kernel).
+product over the same weights (:func:`conv_max_gemm`).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from pyelmo.config import CharCNNConfig
-from pyelmo.runtime.products import PLAIN, Products, conv_max_gemm
+from pyelmo.modeling.characters import PAD_CHAR
+from pyelmo.runtime.products import PLAIN, Products
+from pyelmo.runtime.token_cache import TokenCache
 
 N_CHAR_IDS = 262  # 261 character ids + the padding id 0
+PAD_ID = PAD_CHAR + 1  # the padding character's id (ids are shifted by +1)
 #: Token rows per chunk of the fused convolution product: bounds its (rows * max_chars, n_filters) buffer.
 CONV_CHUNK_TOKENS = 256
 
@@ -90,90 +92,52 @@ def encode_distinct(encoder: TokenEncoder, char_ids: torch.Tensor, products: Pro
     return vectors[inverse].reshape(*char_ids.shape[:-1], -1)
 
 
-class TokenCache:
-    """LRU cache of token-encoder outputs keyed by a token's character ids (inference only).
+def padded_conv_weights(convolutions: torch.nn.ModuleList) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int, int]]]:
+    """All convolution filters zero-padded to the widest: ``W (n_filters, widest * emb)`` in
+    ``[offset, emb]`` order, the biases, and ``(first column, end column, width)`` of each filter group."""
+    widest = max(conv.kernel_size[0] for conv in convolutions)
+    blocks, groups, start = [], [], 0
+    for conv in convolutions:
+        n, _, w = conv.weight.shape  # (n, emb, w)
+        blocks.append(F.pad(conv.weight, (0, widest - w)))
+        groups.append((start, start + n, w))
+        start += n
+    weight = torch.cat(blocks).transpose(1, 2).reshape(start, -1).contiguous()
+    return weight, torch.cat([conv.bias for conv in convolutions]), groups
 
-    Holds at most ``max_size`` vectors in one preallocated-as-needed tensor, so its memory
-    is bounded (``max_size * projection_dim`` floats) whatever the input size. Cleared
-    automatically when the encoder's weights change (in-place update, reload, ``.to()``).
+
+def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.ModuleList, char_ids: torch.Tensor,
+                  products: Products) -> torch.Tensor:
+    """Every convolution's max over positions (bias included, before the activation): ``(N, C) -> (N, n_filters)``.
+
+    One product ``windows (N * positions, widest * emb) @ W^T`` gives every filter's
+    response at every window start; each filter group's max runs over its valid starts
+    ``0 .. C - width`` (the zero-padded tail is left out), and the bias comes after the
+    max (it commutes with it). Windows that start after the rows' last
+    non-padding character hold padding characters only: they all give one response per
+    filter, computed once instead of at each of those starts.
     """
-
-    def __init__(self, max_size: int = 32_768) -> None:
-        self.max_size = max_size
-        self._slots: OrderedDict[bytes, int] = OrderedDict()  # key -> row of _vectors, LRU first
-        self._vectors: torch.Tensor | None = None
-        self._fingerprint: tuple | None = None
-        self.hits = self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._slots)
-
-    def clear(self) -> None:
-        self._slots.clear()
-        self._vectors = None
-        self.hits = self.misses = 0
-
-    def check_weights(self, encoder: TokenEncoder, precision: torch.dtype | None = None) -> None:
-        fingerprint = (id(encoder), precision,
-                       *((p.data_ptr(), p._version, p.dtype, p.device) for p in encoder.parameters()))
-        if fingerprint != self._fingerprint:
-            self.clear()
-            self._fingerprint = fingerprint
-
-    def encode(self, encoder: TokenEncoder, distinct: torch.Tensor, compute, precision: torch.dtype | None = None
-               ) -> torch.Tensor:
-        """Vectors of the ``distinct (N, C)`` rows: cached ones looked up, the others ``compute(rows)`` and stored."""
-        self.check_weights(encoder, precision)
-        keys = [row.tobytes() for row in distinct.to(torch.int16).cpu().numpy()]
-        rows = self.lookup(keys)
-        vectors = torch.empty(len(keys), encoder.projection.out_features, dtype=encoder.projection.weight.dtype,
-                              device=distinct.device)
-        present = [k for k, row in enumerate(rows) if row >= 0]
-        if present:
-            vectors[torch.tensor(present, device=distinct.device)] = self.gather([rows[k] for k in present])
-        missing = [k for k, row in enumerate(rows) if row < 0]
-        if missing:
-            index = torch.tensor(missing, device=distinct.device)
-            computed = compute(distinct[index])
-            vectors[index] = computed
-            self.store([keys[k] for k in missing], computed)
-        return vectors
-
-    def lookup(self, keys: list[bytes]) -> list[int]:
-        """The cache row of each key, or -1."""
-        rows = []
-        for key in keys:
-            row = self._slots.get(key)
-            if row is None:
-                rows.append(-1)
-                self.misses += 1
-            else:
-                self._slots.move_to_end(key)
-                rows.append(row)
-                self.hits += 1
-        return rows
-
-    def gather(self, rows: list[int]) -> torch.Tensor:
-        return self._vectors[torch.tensor(rows, device=self._vectors.device)]
-
-    def store(self, keys: list[bytes], vectors: torch.Tensor) -> None:
-        if self.max_size <= 0:
-            return
-        keys, vectors = keys[-self.max_size :], vectors[-self.max_size :]
-        if self._vectors is None or self._vectors.dtype != vectors.dtype or self._vectors.device != vectors.device:
-            self._slots.clear()
-            self._vectors = vectors.new_empty(0, vectors.shape[1])
-        rows = []
-        for key in keys:
-            if len(self._slots) < self._vectors.shape[0]:
-                row = len(self._slots)
-            elif self._vectors.shape[0] < self.max_size:  # grow geometrically up to max_size
-                grown = min(self.max_size, max(1024, 2 * self._vectors.shape[0]))
-                self._vectors = torch.cat([self._vectors, self._vectors.new_empty(grown - self._vectors.shape[0],
-                                                                                   self._vectors.shape[1])])
-                row = len(self._slots)
-            else:
-                _, row = self._slots.popitem(last=False)  # evict the least recently used
-            self._slots[key] = row
-            rows.append(row)
-        self._vectors[torch.tensor(rows, device=vectors.device)] = vectors
+    weight, bias, groups = products.derived(convolutions, lambda: padded_conv_weights(convolutions))
+    n_tokens, n_chars = char_ids.shape
+    emb = char_embedding.embedding_dim
+    widest = weight.shape[1] // emb
+    # window starts computed one by one: 0 .. (the last non-padding character of any row)
+    positions = torch.arange(1, n_chars + 1, device=char_ids.device)
+    starts = max(int((char_ids.ne(PAD_ID) * positions).amax()) if n_tokens else 0, 1)
+    kept = min(n_chars, starts + widest - 1)  # the characters those windows read; zeros after the row's end
+    chars = F.pad(char_embedding(char_ids[:, :kept]), (0, 0, 0, starts + widest - 1 - kept))
+    windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * starts, widest * emb)
+    responses = products.mm_native(windows, weight).view(n_tokens, starts, -1)  # bfloat16 in the bfloat16 mode
+    padding_window = char_embedding.weight[PAD_ID].repeat(widest)[None]  # (1, widest * emb)
+    padding_response = products.mm_native(padding_window, weight)[0]
+    if starts <= n_chars - widest:  # every filter's windows are valid, and some hold padding only: one max
+        # (under autograd ``max``, whose backward scatters to the argmax, rather than ``amax``'s tie masks)
+        pooled = responses.max(dim=1).values if responses.requires_grad else responses.amax(dim=1)
+        return torch.maximum(pooled, padding_response).float() + bias
+    pooled = []
+    for a, b, w in groups:
+        group = responses[:, : min(starts, n_chars - w + 1), a:b].amax(dim=1)
+        if starts <= n_chars - w:  # some valid windows hold padding only
+            group = torch.maximum(group, padding_response[a:b])
+        pooled.append(group)
+    return torch.cat(pooled, dim=1).float() + bias

@@ -6,20 +6,22 @@ bias of +1 is added to ``B`` (once per call, not per step)::
     c = sigmoid(f + 1) * c_prev + sigmoid(i) * tanh(j);   c = clip(c, cell_clip)
     h = (sigmoid(o) * tanh(c)) W_P;                        h = clip(h, proj_clip)
 
-The input-to-gate products of all time steps are computed in one matrix multiply;
-only the recurrent product stays in the time loop, over the rows still running. The
-matrix products run through a :class:`pyelmo.runtime.products.Products` (``PLAIN``: ``torch``,
-differentiable); the inference strategy's time loop (``pyelmo.runtime.options``) uses the same
-:meth:`LstmWithProjection.cell` and :meth:`LstmWithProjection.clip_projection`.
+:func:`run_lstm` is the one time loop, over packed rows (:class:`pyelmo.runtime.rows.PackedRows`:
+only the rows still running at each step), for training, evaluation and inference alike: the
+input-to-gate products of a block of steps in one product, then per step the recurrent product,
+:meth:`LstmWithProjection.cell` and the clipped projection. How the products run (differentiable,
+or an execution plan's in place) is the backend passed in (:mod:`pyelmo.runtime.backends`).
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from pyelmo.runtime.products import PLAIN, Products
+from pyelmo.runtime.backends import Backend
+from pyelmo.runtime.rows import PackedRows
 
 FORGET_BIAS = 1.0
 
@@ -60,39 +62,36 @@ class LstmWithProjection(nn.Module):
             c = torch.clamp(c, -self.cell_clip, self.cell_clip, out=out(c))
         return torch.tanh(c).mul_(o) if inplace else o * torch.tanh(c), c
 
-    def project(self, hidden: torch.Tensor, products: Products = PLAIN,
-                out: torch.Tensor | None = None) -> torch.Tensor:
-        """``h = clip(hidden W_P, proj_clip)`` (into ``out`` if given; then without autograd)."""
-        if out is None:
-            return self.clip_projection(products.mm(hidden, self.projection.weight))
-        return self.clip_projection(products.mm(hidden, self.projection.weight, out=out), inplace=True)
-
     def clip_projection(self, h: torch.Tensor, inplace: bool = False) -> torch.Tensor:
         """``clip(h, proj_clip)`` of projected outputs ``h = hidden W_P`` (``inplace``: no autograd)."""
         if self.proj_clip is None:
             return h
         return h.clamp_(-self.proj_clip, self.proj_clip) if inplace else h.clamp(-self.proj_clip, self.proj_clip)
 
-    def forward(self, inputs: torch.Tensor, batch_sizes: list[int],
-                state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """The differentiable time loop: run over ``inputs (B, T, input_dim)`` whose rows are sorted by descending length.
 
-        ``batch_sizes[t]`` is the number of rows still running at step ``t``; ``state`` is
-        ``(h (B, projection_dim), c (B, dim))``. Returns outputs ``(B, T, projection_dim)``
-        (zero past each row's end) and each row's state after its last step.
-        """
-        h, c = state
-        batch = inputs.shape[0]
-        input_gates = F.linear(inputs, self.input_gates.weight, self.gate_bias()).unbind(1)  # (B, 4 * dim) per step
-        outputs, ended_h, ended_c = [], [], []
-        for t, n in enumerate(batch_sizes):
-            if n < h.shape[0]:  # the last rows have ended: keep their final states
-                ended_h.append(h[n:])
-                ended_c.append(c[n:])
-                h, c = h[:n], c[:n]
-            hidden, c = self.cell(input_gates[t][:n] + F.linear(h, self.state_gates.weight), c)
-            h = self.project(hidden)
-            outputs.append(F.pad(h, (0, 0, 0, batch - n)))
-        final_h = torch.cat([h, *reversed(ended_h)])
-        final_c = torch.cat([c, *reversed(ended_c)])
-        return torch.stack(outputs, dim=1), (final_h, final_c)
+def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
+             h: torch.Tensor, c: torch.Tensor, backend: Backend) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run the layers of one level (both directions, or one) over packed ``inputs (D, n_packed, in)``.
+
+    ``h (D, B, P)`` and ``c (D, B, H)``: initial states, rows in sorted order (an in-place backend
+    updates ``c``). Returns the packed outputs ``(D, n_packed, P)`` and each row's final ``h`` and
+    ``c``. The directions share ``dim`` and the clips, so the gate nonlinearities run once over them.
+    """
+    layer = layers[0]
+    steps = backend.steps(layers, inputs, rows)
+    sizes, offsets = rows.batch_sizes, rows.offsets
+    outputs, ended_h, ended_c = [], [], []
+    for t0, t1 in rows.gate_blocks(backend.gate_chunk_rows):
+        block = steps.input_gates(offsets[t0], offsets[t1])
+        for t, gates in enumerate(block.split(sizes[t0:t1], dim=1), start=t0):  # (D, n, 4H) per step
+            n = sizes[t]
+            if n < h.shape[1]:  # the last rows have ended: keep their final states
+                ended_h.append(h[:, n:])
+                ended_c.append(c[:, n:])
+                h, c = h[:, :n], c[:, :n]
+            hidden, c = layer.cell(steps.recurrent(gates, h), c, inplace=backend.inplace)
+            h = layer.clip_projection(steps.project(hidden, t), inplace=backend.inplace)
+            outputs.append(h)
+    final_h = torch.cat([h, *reversed(ended_h)], dim=1)
+    final_c = torch.cat([c, *reversed(ended_c)], dim=1)
+    return steps.outputs(outputs), final_h, final_c

@@ -1,11 +1,8 @@
-"""Which kernel runs each exact float32 product: measured on this machine, cached per CPU and PyTorch.
-
-:class:`pyelmo.runtime.products.Products` asks :func:`kernel_policy` how to choose, :func:`fixed_kernel`
-for the fixed rule, and :data:`MEASURED` (:func:`measure_kernels` at first use of a shape class)
-for the measured choice, kept in ``~/.cache/pyelmo/kernels/choices.json`` keyed by
-:func:`machine_key`. In the bfloat16 mode the same table holds, per shape class, whether
-bfloat16 or exact float32 runs it faster here (:func:`measure_precision`); and, for the packed
-strategy's time loop, whether a level's two directions run faster together or apart (:data:`DIRECTIONS`).
+"""Measured autotuning (opt-in: ``ExecutionPlan(kernels="autotune")``): which kernel runs each exact
+float32 product, whether bfloat16 pays for each shape class, and how a level's two directions run,
+timed on this machine at first use and kept in ``~/.cache/pyelmo/kernels/choices.json``, keyed by
+the CPU and the PyTorch version. Every option computes the same function; only the order of float32
+sums differs. The default plan never reads this cache.
 """
 
 from __future__ import annotations
@@ -14,8 +11,6 @@ import functools
 import hashlib
 import json
 import math
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -23,98 +18,36 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from pyelmo.errors import ConfigError
+from pyelmo.fileio import write_json_atomic
+from pyelmo.paths import user_cache_dir
+from pyelmo.runtime.plan import (DIRECTIONS, KERNELS, PRECISIONS, cpu_flags, fixed_kernel, onednn_available,
+                                 row_class)
 
 if TYPE_CHECKING:
     from pyelmo.runtime.products import Products
 
-#: Products of fewer multiply-adds (rows x weight size) run faster with plain ``torch.mm``:
-#: oneDNN's per-call overhead dominates them (e.g. one row through the small model's projection).
-ONEDNN_MIN_WORK = 2**18
-
-
-def onednn_available() -> bool:
-    """Whether this PyTorch build has oneDNN's prepacked-weight linear (x86 and arm CPU builds do)."""
-    try:
-        return (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-                and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
-    except (AttributeError, RuntimeError):
-        return False
-
-
-# -- the runtime kernel choice --------------------------------------------------------------
-#: The exact float32 product implementations: ``torch.mm`` on ``W`` as stored (a transposed
-#: operand), ``torch.mm`` on a contiguous copy of ``W^T`` kept once, and oneDNN with ``W``
-#: prepacked once into its blocked layout. Which is fastest depends on the CPU, the thread
-#: count and the shape: on an AVX2 AMD EPYC oneDNN ran the LSTM's batch-32 products at 2-4x
-#: ``torch.mm``, on an AMX Xeon it was no faster, and for one row ``torch.mm`` on ``W^T`` often wins.
-KERNELS = ("mm", "mm_t", "onednn")
-#: In the bfloat16 mode, each product's shape class runs in bfloat16 or, where that does not pay
-#: here, as exact float32 (e.g. one row through a small projection, where the conversions and
-#: oneDNN's per-call overhead cost more than the product): measured like the kernels.
-PRECISIONS = ("bfloat16", "float32")
-#: How the packed strategy's time loop runs a biLM level's two directions: in one loop (the gate
-#: nonlinearities once over both, small step products batched) or one after the other (each
-#: direction's weights stay in the cores' caches through its loop). The first is the fixed rule;
-#: under ``auto`` the order is measured like the kernels (``pyelmo.runtime.options.directions``): on an
-#: AMX Xeon one after the other ran the small model's batch-1 calls 1.18x and the original's
-#: batch-32 calls 1.15x faster. Measured on the calls themselves (:meth:`MeasuredChoices.trial`).
-DIRECTIONS = ("together", "apart")
 #: The values each kind of cached entry may hold, by the entry's first word (kernel entries: :data:`KERNELS`).
 ENTRY_VALUES = {"precision": PRECISIONS, "directions": DIRECTIONS}
-#: How the kernels are chosen: measured here and cached (``auto``), the fixed rule, or one kernel for all.
-KERNEL_POLICIES = ("auto", "fixed", *KERNELS)
-#: The environment variable that sets the policy when none is passed (default ``auto``).
-KERNELS_ENV = "PYELMO_KERNELS"
-#: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
-ROW_CLASSES = (1, 8, 64, 256)
-#: The rows each class is measured at (the largest at 128 rows, to keep measuring cheap).
+#: The rows each row class is measured at (the largest at 128 rows, to keep measuring cheap).
 MEASURE_ROWS = {1: 1, 8: 8, 64: 64, 256: 128}
 #: Timed calls per kernel and shape class: at least 2 and at most ``MEASURE_CALLS``; rounds stop
 #: once ``MEASURE_SECONDS`` have passed. The fastest call counts (robust to a busy machine).
 MEASURE_CALLS, MEASURE_SECONDS = 6, 0.03
-#: Another kernel replaces the fixed rule's (:func:`fixed_kernel`) only if measured this much faster.
+#: Another option replaces the fixed rule's only if measured this much faster (near-ties are noise).
 MEASURE_MARGIN = 0.1
 #: Timed calls per option of a choice measured on the work at hand (:meth:`MeasuredChoices.trial`), after one warm-up.
 TRIAL_CALLS = 3
 
 
-def kernel_policy(name: str | None = None) -> str:
-    """``name``, else ``$PYELMO_KERNELS``, else ``"auto"``; checked (:class:`ConfigError` if unknown)."""
-    name = name or os.environ.get(KERNELS_ENV) or "auto"
-    if name not in KERNEL_POLICIES:
-        raise ConfigError(f"kernel policy must be one of {', '.join(KERNEL_POLICIES)} (${KERNELS_ENV}), got {name!r}")
-    if name == "onednn" and not onednn_available():
-        raise ConfigError("oneDNN kernels were asked for, but this PyTorch build has no oneDNN")
-    return name
-
-
-@functools.lru_cache(maxsize=1)
-def cpu_model() -> str:
-    """This CPU's model name and a short hash of its feature flags (e.g. ``AMD EPYC [3f2a...]``)."""
-    name, flags = "", ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            key, _, value = (part.strip() for part in line.partition(":"))
-            if key in ("model name", "Hardware") and not name:
-                name = value
-            elif key in ("flags", "Features") and not flags:
-                flags = value
-    except OSError:
-        pass
-    name = name or platform.processor() or platform.machine() or "unknown CPU"
-    return f"{name} [{hashlib.sha1(flags.encode()).hexdigest()[:12]}]" if flags else name
-
-
 def machine_key() -> dict[str, str]:
-    """What a measured choice holds for: this CPU and this PyTorch."""
-    return {"cpu": cpu_model(), "torch": torch.__version__}
+    """What a measured choice holds for: this CPU (model and a hash of its flags) and this PyTorch."""
+    name, flags = cpu_flags()
+    digest = hashlib.sha1(" ".join(sorted(flags)).encode()).hexdigest()[:12]
+    return {"cpu": f"{name} [{digest}]", "torch": torch.__version__}
 
 
 def kernel_cache_path() -> Path:
     """The measured choices: ``$PYELMO_KERNEL_CACHE/choices.json`` or ``~/.cache/pyelmo/kernels/choices.json``."""
-    from pyelmo.paths import user_cache_dir
-
     return user_cache_dir("kernels", "PYELMO_KERNEL_CACHE") / "choices.json"
 
 
@@ -185,8 +118,6 @@ class MeasuredChoices:
         return option, record
 
     def _save(self) -> None:
-        from pyelmo.fileio import write_json_atomic
-
         path = kernel_cache_path()
         merged = {**read_choices(path, self._key), **self._choices}  # keep what other processes measured
         try:
@@ -198,14 +129,6 @@ class MeasuredChoices:
 
 #: This process's measured choices.
 MEASURED = MeasuredChoices()
-
-
-def row_class(rows: int) -> int:
-    """The row class of a product of ``rows`` rows (see :data:`ROW_CLASSES`)."""
-    for size in ROW_CLASSES:
-        if rows <= size:
-            return size
-    return ROW_CLASSES[-1]
 
 
 def time_kernels(products: Products, rows: int, w: torch.Tensor) -> dict[str, float]:
@@ -237,11 +160,6 @@ def fastest_calls(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
     return best
 
 
-def fixed_kernel(rows: int, w: torch.Tensor) -> str:
-    """The fixed rule: oneDNN (when available) for products of at least ``ONEDNN_MIN_WORK`` multiply-adds."""
-    return "onednn" if onednn_available() and rows * w.numel() >= ONEDNN_MIN_WORK else "mm"
-
-
 def measure_kernels(products: Products, rows: int, w: torch.Tensor) -> str:
     """The fastest float32 kernel for ``rows`` rows times ``w.T`` here (:func:`time_kernels`); the fixed
     rule's kernel unless another is at least ``MEASURE_MARGIN`` faster (near-ties are measuring noise)."""
@@ -250,7 +168,7 @@ def measure_kernels(products: Products, rows: int, w: torch.Tensor) -> str:
 
 def choose_kernel(seconds: dict[str, float], rows: int, w: torch.Tensor) -> str:
     """The kernel to keep given each kernel's ``seconds``: see :func:`measure_kernels`."""
-    fastest, default = min(seconds, key=seconds.__getitem__), fixed_kernel(rows, w)
+    fastest, default = min(seconds, key=seconds.__getitem__), fixed_kernel(rows, tuple(w.shape), onednn_available())
     return fastest if seconds[fastest] < (1 - MEASURE_MARGIN) * seconds[default] else default
 
 
@@ -266,6 +184,13 @@ def time_precisions(products: Products, rows: int, w: torch.Tensor) -> dict[str,
         return fastest_calls({k: functools.partial(sides[k].run, kernels[k], x, prepared[k]) for k in PRECISIONS})
 
 
+def kernel(products: Products, rows: int, w: torch.Tensor) -> str:
+    """The float32 kernel for the row class ``rows`` times ``w.T``, as stored in :data:`MEASURED`, else
+    :func:`measure_kernels`' answer, stored."""
+    entry = f"threads={torch.get_num_threads()} rows={rows} weight={w.shape[0]}x{w.shape[1]}"
+    return MEASURED.get(entry, lambda: measure_kernels(products, MEASURE_ROWS[rows], w))
+
+
 def precision(products: Products, rows: int, w: torch.Tensor) -> str:
     """In ``products``' bfloat16 mode: ``"bfloat16"`` or ``"float32"`` for the row class ``rows`` times
     ``w.T``, as stored in :data:`MEASURED`, else :func:`measure_precision`'s answer, stored."""
@@ -278,3 +203,18 @@ def measure_precision(products: Products, rows: int, w: torch.Tensor) -> str:
     than the bfloat16 mode here (:func:`time_precisions`), else ``"bfloat16"``."""
     seconds = time_precisions(products, rows, w)
     return "float32" if seconds["float32"] < (1 - MEASURE_MARGIN) * seconds["bfloat16"] else "bfloat16"
+
+
+def directions(rows: int, lstm_shape: tuple[int, int, int], dtype: torch.dtype | None
+               ) -> tuple[str, Callable[[float], None] | None]:
+    """How the packed loop runs a level's two directions for a batch of ``rows`` rows: the stored
+    order for the batch's row class, or (until there is one) the order this call should run and a
+    function that takes its cost, timed on the calls themselves (:meth:`MeasuredChoices.trial`)."""
+    return MEASURED.trial(directions_entry(rows, lstm_shape, dtype), DIRECTIONS)
+
+
+def directions_entry(rows: int, lstm_shape: tuple[int, int, int], dtype: torch.dtype | None) -> str:
+    """The cache entry of the directions' order for a batch of ``rows`` rows."""
+    return (f"directions precision={str(dtype or torch.float32).removeprefix('torch.')} "
+            f"threads={torch.get_num_threads()} rows={row_class(rows)} "
+            f"lstm={lstm_shape[0]}x{lstm_shape[1]}x{lstm_shape[2]}")

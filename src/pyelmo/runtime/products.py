@@ -1,25 +1,13 @@
-"""How the biLM's matrix products run: the pluggable product implementation of an execution strategy.
+"""How the biLM's matrix products run: ``x @ W^T`` for the modules, as an execution plan says.
 
-:class:`Products` computes ``x @ W^T`` for the modules (``encoder.py``, ``lstm.py``):
-
-- ``PLAIN``: ``torch`` products on the parameters themselves, differentiable (training,
-  the reference path);
-- ``Products()``: exact float32, each product through one of the :data:`KERNELS`
-  (``torch.mm`` on the weight as stored, ``torch.mm`` on a contiguous copy of ``W^T``,
-  oneDNN with the weight prepacked once into its blocked layout) chosen per shape class:
-  measured on this machine at first use and cached on disk (``"auto"``, :class:`pyelmo.runtime.autotune.MeasuredChoices`),
-  the fixed rule (``"fixed"``), or one kernel forced; only the order of the sums differs
-  between them; no autograd;
-- ``Products(torch.bfloat16)``: bfloat16 inputs and weights, float32 sums and outputs: an
-  explicit reduced-precision mode (outputs differ by about 0.5% of their largest value),
-  chosen only on CPUs with bfloat16 instructions (:func:`usable_bf16`).
+- ``PLAIN`` (``Products()``): ``torch`` products on the parameters themselves, differentiable
+  (training, the reference path);
+- ``Products(plan)``: the inference products of an :class:`~pyelmo.runtime.plan.ExecutionPlan`: exact
+  float32 through the kernel the plan gives each shape (``torch.mm`` on ``W`` or a copy of ``W^T``,
+  or oneDNN with ``W`` prepacked), or bfloat16 inputs and weights with float32 sums; no autograd.
 
 Small same-shaped products of several weights on their own rows (the two directions of an LSTM
-level at one time step) run as one batched product (:class:`EachDirection`,
-:data:`BATCHED_MAX_WORK`).
-
-:func:`conv_max_gemm` is the character CNN's kernel for the inference strategy: every
-convolution width in one product.
+level at one time step) run as one batched product (:class:`EachDirection`).
 """
 
 from __future__ import annotations
@@ -28,36 +16,19 @@ import functools
 import math
 import warnings
 import weakref
+from dataclasses import replace
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-import pyelmo.runtime.autotune as kernelchoice
-from pyelmo.modeling.characters import PAD_CHAR
-from pyelmo.runtime.autotune import KERNELS, MEASURE_ROWS, kernel_policy, onednn_available, row_class
+from pyelmo.runtime import autotune
+from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, row_class
 
-PAD_ID = PAD_CHAR + 1  # the padding character's id (ids are shifted by +1)
-#: Same-shaped products on one set of rows each (the two directions of a biLM level at one time
-#: step) of at most this many multiply-adds each run as one batched product on their weights
-#: stacked, when no kernel is forced: per-call overhead, not arithmetic, dominates them (the small
-#: model's batch-1 LSTM step: 1 x 128 -> 4096 and 1 x 1024 -> 128). Larger ones run one by one
-#: through their chosen kernels (and the original model's big weights are not copied again).
+#: Same-shaped step products of at most this many multiply-adds each (the two directions of a
+#: level at one time step) run as one batched product on their weights stacked, when no kernel is
+#: forced: per-call overhead, not arithmetic, dominates them. Larger ones run one by one.
 BATCHED_MAX_WORK = 2**22
-
-
-@functools.lru_cache(maxsize=1)
-def bf16_supported() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16/AVX512BW, AMX or AVX-NE-CONVERT).
-
-    Without it, bfloat16 products run hundreds of times slower than float32 (0.3 against
-    135 GFLOP/s measured on an AVX2-only AMD EPYC), so the bfloat16 modes fall back to
-    exact float32 there.
-    """
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 def usable_bf16(requested: bool) -> bool:
@@ -72,12 +43,8 @@ def usable_bf16(requested: bool) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def onednn_rows(rows: int) -> int:
-    """``rows`` rounded up to one of a few sizes (exact to 16, then steps of ~12.5%, multiples of 8).
-
-    oneDNN compiles and keeps a kernel for every input shape it sees (about 0.6 MB each
-    here), so products of freely varying row counts would grow the process's memory with
-    every new length; padding the rows to these sizes bounds it.
-    """
+    """``rows`` rounded up to one of a few sizes (exact to 16, then steps of ~12.5%, multiples of 8):
+    oneDNN compiles and keeps a kernel per input shape, so padding the rows bounds its memory."""
     size = rows if rows <= 16 else 16
     while size < rows:
         size = max(size + 8, math.ceil(size * 1.125 / 8) * 8)
@@ -85,46 +52,41 @@ def onednn_rows(rows: int) -> int:
 
 
 class Products:
-    """``x @ W^T`` for the modules: exact float32, or with bfloat16 inputs and weights.
+    """``x @ W^T`` for the modules: ``Products()`` differentiable ``torch`` products, ``Products(plan)``
+    the inference products of ``plan`` (see the module docstring).
 
-    Float32 on CPU: each product runs through one of the :data:`KERNELS`, chosen per shape
-    class (row class, weight shape) by ``kernels`` (default ``$PYELMO_KERNELS``, else
-    ``"auto"``): ``"auto"`` times the available kernels on the product's own weight once
-    (:func:`measure_kernels`, a few ms per class) and keeps the fastest in
-    :data:`MEASURED` (on disk, per CPU and PyTorch version); ``"fixed"`` is the rule used
-    before measuring existed (oneDNN when available for products of at least
-    ``ONEDNN_MIN_WORK`` multiply-adds, else ``torch.mm``); a kernel's name forces it for
-    every product. All are exact float32: only the order of the sums differs.
-    ``onednn=False`` forces ``torch.mm`` (``kernels="mm"``), ``onednn=True`` the fixed rule.
-    With ``dtype=torch.bfloat16``, products run on bfloat16 inputs and weights, through
-    oneDNN when available; with ``"auto"``, shape classes measured faster in float32 run exact (:meth:`runs_exact`).
-
-    Prepared weights (transposed, packed and/or cast to bfloat16, and any :meth:`derived`
-    weight) are made once per parameter, kept by this object while the parameter lives,
-    and remade when it changes (in-place update, reload, ``.to()``). ``differentiable``:
-    only ``torch`` products on the parameters themselves (``PLAIN``), which autograd can follow.
+    Prepared weights (transposed, packed and/or cast to bfloat16, and any :meth:`derived` weight)
+    are made once per parameter, kept while the parameter lives, and remade when it changes
+    (in-place update, reload, ``.to()``). :attr:`decisions` records the kernel each shape class
+    ran with, so what ran can be compared with the printed plan.
     """
 
-    def __init__(self, dtype: torch.dtype | None = None, onednn: bool | None = None,
-                 kernels: str | None = None) -> None:
-        self.dtype = dtype
-        if kernels is None and onednn is not None:
-            kernels = "fixed" if onednn else "mm"
-        self.policy = kernel_policy(kernels)
-        self.onednn = self.policy != "mm" and onednn_available()
+    def __init__(self, plan: ExecutionPlan | None = None) -> None:
+        self.plan = plan
+        self.dtype = plan.dtype if plan is not None else None
+        self.onednn = plan is not None and plan.onednn
+        self.decisions: dict[tuple[int, tuple[int, int]], str] = {}
         self._weights: dict[tuple, tuple[weakref.ref, tuple, torch.Tensor]] = {}
         self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
-        self._chosen: dict[tuple, str] = {}
+        self._precisions: dict[tuple, str] = {}
 
     @property
     def differentiable(self) -> bool:
-        return self.dtype is None and self.policy == "mm"
+        return self.plan is None
+
+    @property
+    def forced(self) -> bool:
+        """Whether one kernel runs every product (no batching of the directions' step products)."""
+        return self.plan is not None and self.plan.kernels in KERNELS
 
     def __repr__(self) -> str:
-        return f"Products(dtype={self.dtype}, kernels={self.policy!r})"
+        return f"Products({self.plan})"
 
     def derived(self, owner: torch.nn.Module, build: Callable[[], object]) -> object:
-        """``build()``'s result for ``owner`` (e.g. its weights rearranged), kept until its parameters change."""
+        """``build()``'s result for ``owner`` (e.g. its weights rearranged), kept until its parameters change;
+        differentiable products rebuild it under autograd at every call."""
+        if self.differentiable:
+            return build()
         key = tuple((p.data_ptr(), p._version, p.device) for p in owner.parameters())
         cached = self._derived.get(id(owner))
         if cached is None or cached[0]() is not owner or cached[1] != key:
@@ -135,36 +97,33 @@ class Products:
 
     @functools.cached_property
     def exact(self) -> Products:
-        """The exact float32 products with this object's kernel policy (what :meth:`runs_exact` hands products to)."""
-        return Products(None, kernels=self.policy)
+        """The exact float32 products of this plan's kernel rule (where the bfloat16 mode hands products)."""
+        return Products(replace(self.plan, precision="float32"))
 
     def runs_exact(self, x: torch.Tensor, w: torch.Tensor) -> bool:
-        """In the bfloat16 mode with the ``"auto"`` policy: whether ``x @ w.T`` runs as exact float32
-        instead, because bfloat16 measured slower for its shape class here (:func:`kernelchoice.precision`)."""
-        if self.dtype is None or self.policy != "auto" or x.device.type != "cpu" or x.dtype != torch.float32:
+        """In the bfloat16 mode of an autotuned plan: whether ``x @ w.T`` runs as exact float32 instead,
+        because bfloat16 measured slower for its shape class here."""
+        if self.dtype is None or not self.plan.autotune or x.device.type != "cpu" or x.dtype != torch.float32:
             return False
-        key = ("precision", row_class(x.shape[0]), w.shape)
-        chosen = self._chosen.get(key) or self._chosen.setdefault(key, kernelchoice.precision(self, key[1], w))
-        return chosen == "float32"
+        key = (row_class(x.shape[0]), tuple(w.shape))
+        if key not in self._precisions:
+            self._precisions[key] = autotune.precision(self, key[0], w)
+        return self._precisions[key] == "float32"
 
     def kernel(self, x: torch.Tensor, w: torch.Tensor) -> str:
-        """The kernel that computes ``x @ w.T`` (see the class docstring)."""
-        if x.device.type != "cpu" or x.dtype != torch.float32:
+        """The kernel that computes ``x @ w.T``: the plan's (measured under autotune)."""
+        if self.plan is None or x.device.type != "cpu" or x.dtype != torch.float32:
             return "mm"
-        if self.dtype is not None:
-            return "onednn" if self.onednn else "mm"
-        if self.policy in KERNELS:
-            return self.policy
-        rows = row_class(x.shape[0])
-        chosen = self._chosen.get((rows, w.shape))
+        if self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
+            return "onednn" if self.onednn and bf16_supported() else "mm"
+        key = (row_class(x.shape[0]), tuple(w.shape))
+        chosen = self.decisions.get(key)
         if chosen is None:
-            if self.policy == "fixed":
-                chosen = kernelchoice.fixed_kernel(x.shape[0], w)
+            if self.plan.autotune:
+                chosen = autotune.kernel(self, key[0], w)
             else:
-                entry = f"threads={torch.get_num_threads()} rows={rows} weight={w.shape[0]}x{w.shape[1]}"
-                chosen = kernelchoice.MEASURED.get(
-                    entry, lambda: kernelchoice.measure_kernels(self, MEASURE_ROWS[rows], w))
-            self._chosen[(rows, w.shape)] = chosen
+                chosen = self.plan.kernel(x.shape[0], key[1])
+            self.decisions[key] = chosen
         return chosen
 
     def prepare(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
@@ -178,7 +137,7 @@ class Products:
     def weight(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
         """:meth:`prepare`'s ``w`` for ``kernel``, made once and kept while ``w`` is unchanged."""
         if kernel == "mm" and self.dtype is None:
-            return w.t()  # the parameter itself: autograd follows it (PLAIN)
+            return w.t()  # the parameter itself: autograd follows it
         key = (w.data_ptr(), w._version)  # a new dtype, device or shape means new storage
         cached = self._weights.get((id(w), kernel))
         if cached is None or cached[0]() is not w or cached[1] != key:
@@ -272,10 +231,10 @@ class EachDirection:
 
     def __init__(self, products: Products, weights: list[torch.Tensor]) -> None:
         self.products, self.weights = products, weights
-        batches = products.dtype is None and products.policy not in KERNELS and weights[0].dtype == torch.float32
+        batches = products.dtype is None and not products.forced and weights[0].dtype == torch.float32
         self.max_batched_rows = BATCHED_MAX_WORK // weights[0].numel() if batches else 0
         self.stacked = products.stacked(weights) if self.max_batched_rows else None
-        self.exact = products.exact.each(weights) if products.dtype is not None and products.policy == "auto" else None
+        self.exact = products.exact.each(weights) if products.dtype is not None and products.plan.autotune else None
 
     def runs_exact(self, x: torch.Tensor) -> bool:
         return self.exact is not None and self.products.runs_exact(x[0], self.weights[0])  # x (D, n, in)
@@ -306,55 +265,6 @@ class EachDirection:
 
 
 #: Plain differentiable ``torch`` products on the parameters themselves (training, the reference path).
-PLAIN = Products(None, onednn=False)
+PLAIN = Products()
 
 
-def padded_conv_weights(convolutions: torch.nn.ModuleList) -> tuple[torch.Tensor, torch.Tensor, list[tuple[int, int, int]]]:
-    """All convolution filters zero-padded to the widest: ``W (n_filters, widest * emb)`` in
-    ``[offset, emb]`` order, the biases, and ``(first column, end column, width)`` of each filter group."""
-    widest = max(conv.kernel_size[0] for conv in convolutions)
-    blocks, groups, start = [], [], 0
-    for conv in convolutions:
-        n, _, w = conv.weight.shape  # (n, emb, w)
-        blocks.append(F.pad(conv.weight, (0, widest - w)))
-        groups.append((start, start + n, w))
-        start += n
-    weight = torch.cat(blocks).transpose(1, 2).reshape(start, -1).contiguous()
-    return weight, torch.cat([conv.bias for conv in convolutions]), groups
-
-
-def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.ModuleList, char_ids: torch.Tensor,
-                  products: Products) -> torch.Tensor:
-    """Every convolution's max over positions (bias included, before the activation): ``(N, C) -> (N, n_filters)``.
-
-    One product ``windows (N * positions, widest * emb) @ W^T`` gives every filter's
-    response at every window start; each filter group's max runs over its valid starts
-    ``0 .. C - width`` (the zero-padded tail is left out), and the bias comes after the
-    max (it commutes with it). Windows that start after the rows' last
-    non-padding character hold padding characters only: they all give one response per
-    filter, computed once instead of at each of those starts.
-    """
-    weight, bias, groups = products.derived(convolutions, lambda: padded_conv_weights(convolutions))
-    n_tokens, n_chars = char_ids.shape
-    emb = char_embedding.embedding_dim
-    widest = weight.shape[1] // emb
-    # window starts computed one by one: 0 .. (the last non-padding character of any row)
-    positions = torch.arange(1, n_chars + 1, device=char_ids.device)
-    starts = max(int((char_ids.ne(PAD_ID) * positions).amax()) if n_tokens else 0, 1)
-    kept = min(n_chars, starts + widest - 1)  # the characters those windows read; zeros after the row's end
-    chars = F.pad(char_embedding(char_ids[:, :kept]), (0, 0, 0, starts + widest - 1 - kept))
-    windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * starts, widest * emb)
-    responses = products.mm_native(windows, weight).view(n_tokens, starts, -1)  # bfloat16 in the bfloat16 mode
-    padding_window = char_embedding.weight[PAD_ID].repeat(widest)[None]  # (1, widest * emb)
-    padding_response = products.mm_native(padding_window, weight)[0]
-    if starts <= n_chars - widest:  # every filter's windows are valid, and some hold padding only: one max
-        # (under autograd ``max``, whose backward scatters to the argmax, rather than ``amax``'s tie masks)
-        pooled = responses.max(dim=1).values if responses.requires_grad else responses.amax(dim=1)
-        return torch.maximum(pooled, padding_response).float() + bias
-    pooled = []
-    for a, b, w in groups:
-        group = responses[:, : min(starts, n_chars - w + 1), a:b].amax(dim=1)
-        if starts <= n_chars - w:  # some valid windows hold padding only
-            group = torch.maximum(group, padding_response[a:b])
-        pooled.append(group)
-    return torch.cat(pooled, dim=1).float() + bias

@@ -1,19 +1,15 @@
-"""Differentiable products for training: the same math as ``PLAIN``, fewer and larger operations.
-
-:class:`TrainingProducts` is the training strategy's product implementation (``train.products``):
-the character convolutions of all widths as one product, both LSTM directions of a level in one
-time loop over packed rows (:func:`run_pair_differentiable`), and optionally the token encoder's
-products through oneDNN with prepacked weights, forward and backward (:class:`_PrepackedLinear`).
+"""Differentiable products for training (``train.products = "onednn"``): the token encoder's products
+through oneDNN with prepacked weights, forward and backward (:class:`_PrepackedLinear`); the same
+math as ``PLAIN`` up to the order of float32 sums.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
-
 import torch
 import torch.nn.functional as F
 
-from pyelmo.runtime.products import Products, onednn_available
+from pyelmo.runtime.plan import fixed_kernel, onednn_available
+from pyelmo.runtime.products import Products
 
 
 class _PrepackedLinear(torch.autograd.Function):
@@ -47,38 +43,20 @@ class _PrepackedLinear(torch.autograd.Function):
 
 
 class TrainingProducts(Products):
-    """Differentiable products for training with the plain strategy: the same math as ``PLAIN``,
-    run faster.
+    """Differentiable products whose token-encoder products of at least the fixed rule's size run
+    through oneDNN with prepacked weights (:class:`_PrepackedLinear`), repacked when a weight changes
+    (once per optimizer step); under bfloat16 autocast they stay with ``torch``."""
 
-    - the character convolutions of all widths as one product (:func:`conv_max_gemm`, with
-      its weights rebuilt under autograd at every call), instead of one ``Conv1d`` per width
-      over every character position: only the windows that read a character are computed;
-    - the plain strategy runs each LSTM level's two directions in one time loop over packed
-      rows (:func:`run_pair_differentiable`, batched ``torch`` products);
-    - ``onednn=True``: the token encoder's products through oneDNN with prepacked weights,
-      forward and backward (:class:`_PrepackedLinear`); the packing is redone when a weight
-      changes, once per optimizer step. ``False``: ``torch`` products (MKL).
-
-    Values and gradients equal ``PLAIN``'s up to the order of float32 sums.
-    """
-
-    def __init__(self, onednn: bool = False) -> None:
-        super().__init__(None, onednn=onednn and onednn_available())
-
-    @property
-    def differentiable(self) -> bool:
-        return True
+    def __init__(self) -> None:
+        super().__init__()
+        self.onednn = onednn_available()
 
     def __repr__(self) -> str:
         return f"TrainingProducts(onednn={self.onednn})"
 
-    def derived(self, owner: torch.nn.Module, build: Callable[[], object]) -> object:
-        """``build()`` under autograd at every call: the gradient flows back to ``owner``'s parameters."""
-        return build()
-
     def _uses_onednn(self, x: torch.Tensor, w: torch.Tensor) -> bool:
-        # under bfloat16 autocast the products stay with torch, which autocast casts
-        return not torch.is_autocast_enabled(x.device.type) and self.onednn and self.kernel(x, w) == "onednn"
+        return (self.onednn and not torch.is_autocast_enabled(x.device.type) and x.device.type == "cpu"
+                and fixed_kernel(x.shape[0], tuple(w.shape), True) == "onednn")
 
     def prepare(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
         """As :meth:`Products.prepare`, and ``"onednn_t"``: ``w^T`` prepacked for oneDNN (the backward's product)."""
@@ -104,54 +82,3 @@ class TrainingProducts(Products):
         if not self.onednn:
             return F.linear(x, layer.weight, layer.bias)
         return self.mm(x.reshape(-1, x.shape[-1]), layer.weight, layer.bias).view(*x.shape[:-1], -1)
-
-
-def packed_positions(batch_sizes: list[int], steps: int, device: torch.device) -> torch.Tensor:
-    """Flat ``row * steps + t`` index of each packed position, time-major: step ``t``'s first
-    ``batch_sizes[t]`` rows (sorted by descending length), then step ``t + 1``'s."""
-    sizes = torch.tensor(batch_sizes, device=device)
-    step = torch.repeat_interleave(torch.arange(len(batch_sizes), device=device), sizes)
-    starts = torch.cumsum(sizes, 0) - sizes
-    return (torch.arange(len(step), device=device) - starts[step]) * steps + step
-
-
-def run_pair_differentiable(pair: Sequence[torch.nn.Module], x: torch.Tensor, batch_sizes: list[int],
-                            h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The forward and backward ``LstmWithProjection`` of one level in one differentiable time loop.
-
-    The same function as running each layer's ``forward`` (the layers' own
-    :meth:`~pyelmo.modeling.lstm.LstmWithProjection.cell`, ``gate_bias`` and clipping), with fewer, larger
-    operations for autograd to record: both directions in each step's products (``bmm`` over
-    the two directions' weights) and gate nonlinearities, packed rows (the input-to-gate
-    products of all running positions in one product, split per step as views; no padding).
-
-    ``x (2, B, T, in)``: each direction's inputs, rows sorted by descending length;
-    ``batch_sizes[t]``: rows running at step ``t``; ``h (2, B, P)``, ``c (2, B, H)``: initial
-    states. Returns outputs ``(2, B, T, P)`` (zero past each row's end) and each row's final
-    ``h``, ``c``.
-    """
-    layer = pair[0]
-    _, batch, steps, _ = x.shape
-    index = packed_positions(batch_sizes, steps, x.device)
-    inputs = x.reshape(2, batch * steps, -1)[:, index]  # (2, n_packed, in)
-    input_w = torch.stack([lay.input_gates.weight for lay in pair]).transpose(1, 2)  # (2, in, 4H)
-    state_w = torch.stack([lay.state_gates.weight for lay in pair]).transpose(1, 2)  # (2, P, 4H)
-    projection_w = torch.stack([lay.projection.weight for lay in pair]).transpose(1, 2)  # (2, H, P)
-    bias = torch.stack([lay.gate_bias() for lay in pair])[:, None]  # (2, 1, 4H)
-    input_gates = torch.baddbmm(bias, inputs, input_w).split(batch_sizes, dim=1)  # per step (2, n, 4H)
-    outputs, ended_h, ended_c = [], [], []
-    for t, n in enumerate(batch_sizes):
-        if n < h.shape[1]:  # the last rows have ended: keep their final states
-            ended_h.append(h[:, n:])
-            ended_c.append(c[:, n:])
-            h, c = h[:, :n], c[:, :n]
-        hidden, c = layer.cell(torch.baddbmm(input_gates[t], h, state_w), c)  # both directions share dim and clips
-        h = torch.bmm(hidden, projection_w)
-        if layer.proj_clip is not None:
-            h = h.clamp(-layer.proj_clip, layer.proj_clip)
-        outputs.append(h)
-    final_h = torch.cat([h, *reversed(ended_h)], dim=1)
-    final_c = torch.cat([c, *reversed(ended_c)], dim=1)
-    packed = torch.cat(outputs, dim=1)
-    out = packed.new_zeros(2, batch * steps, packed.shape[-1]).index_copy(1, index, packed)
-    return out.view(2, batch, steps, -1), final_h, final_c

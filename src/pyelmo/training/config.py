@@ -21,9 +21,9 @@ from pyelmo.errors import ConfigError, PyelmoError
 
 __all__ = ["ConfigError", "TrainConfig", "config_from_dict", "load_config", "read_config_file"]
 
-#: ``train.products``: the reference modules (``torch`` products, one convolution per width, one LSTM
-#: direction at a time), fewer and larger operations (the convolutions as one product, both directions
-#: in one packed loop), or that with the token encoder's products through oneDNN (docs/TRAINING.md).
+#: ``train.products``: ``torch`` products with one convolution per width, every convolution width in
+#: one product, or that with the token encoder's products through oneDNN (docs/TRAINING.md). The
+#: LSTM runs the one packed time loop in all three.
 PRODUCTS = ("plain", "fused", "onednn")
 
 

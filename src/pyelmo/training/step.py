@@ -6,10 +6,11 @@ from typing import Iterable
 
 import torch
 
-from pyelmo.runtime.products import PLAIN
+from pyelmo.runtime.backends import Differentiable
 from pyelmo.runtime.options import RunOptions
-from pyelmo.training.config import OptimSection
+from pyelmo.runtime.products import PLAIN
 from pyelmo.runtime.training_products import TrainingProducts
+from pyelmo.training.config import OptimSection
 
 
 def make_optimizer(params: Iterable[torch.nn.Parameter], o: OptimSection) -> torch.optim.Optimizer:
@@ -21,8 +22,9 @@ def make_optimizer(params: Iterable[torch.nn.Parameter], o: OptimSection) -> tor
 
 
 def training_run_options(products: str) -> RunOptions:
-    """The plain (differentiable) strategy with ``train.products``' implementation: ``"plain"`` (the
-    reference modules), ``"fused"`` or ``"onednn"`` (:class:`pyelmo.runtime.training_products.TrainingProducts`)."""
-    if products == "plain":
-        return RunOptions("plain", PLAIN)
-    return RunOptions("plain", TrainingProducts(onednn=products == "onednn"))
+    """The differentiable backend with ``train.products``: ``"plain"`` (``torch`` products, one
+    convolution per width), ``"fused"`` (every convolution width in one product) or ``"onednn"``
+    (fused, and the token encoder's products through oneDNN with prepacked weights)."""
+    if products == "onednn":
+        return RunOptions(Differentiable(TrainingProducts(), fused_conv=True))
+    return RunOptions(Differentiable(PLAIN, fused_conv=products == "fused"))

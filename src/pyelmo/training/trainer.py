@@ -219,7 +219,7 @@ class Trainer:
     def validate(self) -> dict[str, float] | None:
         if self.valid_text is None:
             return None
-        # exact float32 even when training under bfloat16 autocast: evaluate runs the inference strategy, whose
+        # exact float32 even when training under bfloat16 autocast: evaluate runs the inference backend, whose
         # products choose their own precision, and runs of either precision report comparable perplexities
         result = evaluate(self.model, self.valid_text, 2 * self.config.data.batch_tokens, rank=self.dist.rank,
                           world=self.dist.world, device=self.dist.device, all_reduce=self.dist.all_reduce)

@@ -1,0 +1,144 @@
+"""The execution plan: which kernel and precision each product runs with, and how a level's two
+LSTM directions run. One explicit, printable object, passed in the run options.
+
+By default the plan is a fixed rule of the machine's features and the PyTorch version, never
+of timing, so the same machine, command and input give the same bits whatever the load or
+caches. Measured autotuning (``autotune=True``, like ``torch.backends.cudnn.benchmark``) is
+opt-in: it times the candidates here once and keeps the choices on disk
+(:mod:`pyelmo.runtime.autotune`); it changes only the order of float32 sums.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from pyelmo.errors import ConfigError
+
+#: Exact float32 product kernels: ``torch.mm`` on ``W`` as stored, ``torch.mm`` on a contiguous
+#: copy of ``W^T``, and oneDNN with ``W`` prepacked into its blocked layout.
+KERNELS = ("mm", "mm_t", "onednn")
+#: How a plan picks the kernels: the fixed rule, measured here (``autotune``), or one kernel for all.
+KERNEL_RULES = ("fixed", "autotune", *KERNELS)
+#: How the packed loop runs a level's two directions: in one loop (gate nonlinearities once over
+#: both, small step products batched) or one after the other (each direction's weights stay in cache).
+DIRECTIONS = ("together", "apart")
+PRECISIONS = ("float32", "bfloat16")
+#: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
+ROW_CLASSES = (1, 8, 64, 256)
+#: The fixed rule: oneDNN (when available) for products of at least this many multiply-adds;
+#: below it oneDNN's per-call overhead dominates and ``torch.mm`` is faster.
+ONEDNN_MIN_WORK = 2**18
+
+
+def onednn_available() -> bool:
+    """Whether this PyTorch build has oneDNN's prepacked-weight linear (x86 and arm CPU builds do)."""
+    try:
+        return (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+                and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def bf16_supported() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16/AVX512BW, AMX or AVX-NE-CONVERT);
+    without it bfloat16 products run far slower than float32."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> tuple[str, frozenset[str]]:
+    """This CPU's model name and feature flags (from ``/proc/cpuinfo`` where there is one)."""
+    name, flags = "", ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key in ("model name", "Hardware") and not name:
+                name = value
+            elif key in ("flags", "Features") and not flags:
+                flags = value
+    except OSError:
+        pass
+    return name or platform.processor() or platform.machine() or "unknown CPU", frozenset(flags.split())
+
+
+def row_class(rows: int) -> int:
+    """The row class of a product of ``rows`` rows (see :data:`ROW_CLASSES`)."""
+    for size in ROW_CLASSES:
+        if rows <= size:
+            return size
+    return ROW_CLASSES[-1]
+
+
+def fixed_kernel(rows: int, weight_shape: tuple[int, int], onednn: bool) -> str:
+    """The fixed rule: oneDNN (when available) for products of at least ``ONEDNN_MIN_WORK`` multiply-adds."""
+    return "onednn" if onednn and rows * weight_shape[0] * weight_shape[1] >= ONEDNN_MIN_WORK else "mm"
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """How the inference products run on this machine (see the module docstring).
+
+    ``precision``: ``"float32"`` (exact) or ``"bfloat16"`` (products on bfloat16 inputs and weights,
+    float32 sums); ``kernels``: one of :data:`KERNEL_RULES`; ``directions``: one of :data:`DIRECTIONS`,
+    or ``"autotune"`` (measured on the first calls). ``cpu``, ``torch``, ``onednn``: what the rule
+    was decided from.
+    """
+
+    precision: str = "float32"
+    kernels: str = "fixed"
+    directions: str = "together"
+    cpu: str = field(default_factory=lambda: cpu_flags()[0])
+    torch: str = torch.__version__
+    onednn: bool = field(default_factory=onednn_available)
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("precision", PRECISIONS), ("kernels", KERNEL_RULES),
+                              ("directions", (*DIRECTIONS, "autotune"))):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"plan {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.kernels == "onednn" and not self.onednn:
+            raise ConfigError("oneDNN kernels were asked for, but this PyTorch build has no oneDNN")
+
+    @classmethod
+    def for_machine(cls, *, bf16: bool = False, autotune: bool = False, kernels: str | None = None,
+                    device: str | torch.device = "cpu") -> ExecutionPlan:
+        """The plan for this machine: bfloat16 only where the hardware multiplies it (else exact float32);
+        the fixed rule (or ``kernels``), or measured with ``autotune``. The directions run one after the
+        other on CPUs with AMX tiles, where each direction's weights staying in cache pays, else together."""
+        on_cpu = torch.device(device).type == "cpu"
+        precision = "bfloat16" if bf16 and (not on_cpu or bf16_supported()) else "float32"
+        if autotune and kernels not in (None, "autotune"):
+            raise ConfigError(f"autotune measures the kernels: it cannot be combined with kernels={kernels!r}")
+        rule = "autotune" if autotune else (kernels or "fixed")
+        directions = "autotune" if autotune else ("apart" if "amx_tile" in cpu_flags()[1] else "together")
+        return cls(precision, rule, directions, onednn=onednn_available() and on_cpu)
+
+    @property
+    def autotune(self) -> bool:
+        return self.kernels == "autotune"
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The products' input precision (``None``: exact float32)."""
+        return torch.bfloat16 if self.precision == "bfloat16" else None
+
+    def kernel(self, rows: int, weight_shape: tuple[int, int]) -> str:
+        """The float32 kernel of a product of ``rows`` rows times ``W^T`` under a non-measured rule: a
+        function of the row class and the weight's shape only."""
+        if self.kernels in KERNELS:
+            return self.kernels
+        return fixed_kernel(row_class(rows), weight_shape, self.onednn)
+
+    def summary(self) -> str:
+        """One line: what the plan is and what it was decided from (recorded in output files)."""
+        return (f"precision={self.precision} kernels={self.kernels} directions={self.directions} "
+                f"cpu={self.cpu!r} torch={self.torch} onednn={self.onednn} threads={torch.get_num_threads()}")
