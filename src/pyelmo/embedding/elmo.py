@@ -31,7 +31,7 @@ class Elmo(nn.Module):
     shipped English model. ``forward(char_ids)`` returns
     ``{"elmo_representations": [n tensors (B, T, D)], "mask": (B, T)}``.
 
-    With a frozen biLM (``requires_grad=False``) it runs the inference strategy
+    With a frozen biLM (``requires_grad=False``) it runs the inference backend
     (``RunOptions.inference()``); with ``requires_grad=True`` the differentiable one.
     ``options`` (a :class:`pyelmo.runtime.options.RunOptions`) overrides that choice.
     """

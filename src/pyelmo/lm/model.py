@@ -221,7 +221,7 @@ def evaluate(model: LanguageModel, text: TokenizedText, batch_tokens: int = 8192
              device: torch.device | None = None,
              all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Perplexity:
     """Forward, backward and average perplexity of ``text`` (with ``world`` ranks, this one does
-    every world-th batch and ``all_reduce`` sums the counts). Runs the inference strategy."""
+    every world-th batch and ``all_reduce`` sums the counts). Runs the inference backend."""
     device = device or next(model.parameters()).device
     options = RunOptions.inference(device=device)
     was_training = model.training

@@ -48,7 +48,7 @@ class LstmWithProjection(nn.Module):
              inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``.
 
-        ``inplace`` (no autograd; the packed strategy's buffers): ``gates`` and ``c_prev`` are
+        ``inplace`` (no autograd; the inference backend's buffers): ``gates`` and ``c_prev`` are
         overwritten, ``c_prev`` becoming ``c``; the same operations, without new buffers.
         """
         def out(buffer: torch.Tensor) -> torch.Tensor | None:
