@@ -9,16 +9,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyelmo.modeling.bilm import BiLM
-from pyelmo.runtime.options import reverse_within_lengths
+from pyelmo.runtime.rows import PackedRows
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.embedding.embedder import ElmoEmbedder
 
 
-def test_reverse_within_lengths():
-    x = torch.arange(8.0).view(2, 4, 1)
-    out = reverse_within_lengths(x, torch.tensor([4, 2]))
-    assert out[..., 0].tolist() == [[3, 2, 1, 0], [5, 4, 6, 7]]
+def test_packed_rows_read_each_direction_within_lengths():
+    rows = PackedRows(torch.tensor([2, 4]), 4)  # flat position = row * 4 + step
+    assert rows.batch_sizes == [2, 2, 1, 1]
+    assert rows.forward_src.tolist() == [4, 0, 5, 1, 6, 7]
+    assert rows.backward_src.tolist() == [7, 1, 6, 0, 5, 4]  # each row's positions reversed within its length
+    both = rows.both_directions(rows.forward_src.float())
+    assert both[1].tolist() == rows.backward_src.float().tolist()
 
 
 def test_sentence_alone_equals_sentence_in_batch(tiny_model):
