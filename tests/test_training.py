@@ -163,7 +163,8 @@ def test_products_follow_the_plain_path(corpus, tmp_path):
         config = config_from_dict(_config(train__max_steps=4, train__eval_every=0, train__checkpoint_every=0,
                                           train__products=products))
         tr = Trainer(config, tmp_path / products, resolve_data(corpus, None, None), progress=False)
-        assert (tr.run_options.products is PLAIN) == (products == "plain")
+        assert tr.run_options.products is PLAIN and tr.run_options.backend.differentiable
+        assert tr.run_options.backend.fused_conv == (products == "fused")
         tr.run()
         weights[products] = tr.model.state_dict()
     assert config_from_dict({}).train.products == "fused"
