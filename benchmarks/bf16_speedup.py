@@ -1,11 +1,11 @@
 """The ``--bf16`` mode against the exact mode, in one process, rounds interleaved; and where each spends its time.
 
-Both modes run the packed inference strategy on the same random-weight model (``--config``, seed 0)
-and the same sentences (``embed_throughput.make_sentences``, batches of ``--batch``), alternating
-round by round, so the machine's drift hits both alike. With ``--profile``, one more pass of each
-under ``torch.profiler`` splits its CPU time into the matrix products (oneDNN's
-``_linear_pointwise`` and ``torch`` mm/addmm/bmm) and everything else: the speed-up of the whole
-is bounded by that of the products, and approaches it only as the rest shrinks.
+Both modes run the inference backend (the default plan) on the same random-weight model
+(``--config``, seed 0) and the same sentences (``embed_throughput.make_sentences``, batches of
+``--batch``), alternating round by round, so the machine's drift hits both alike. With
+``--profile``, one more pass of each under ``torch.profiler`` splits its CPU time into the matrix
+products (oneDNN's ``_linear_pointwise`` and ``torch`` mm/addmm/bmm) and everything else: the
+speed-up of the whole is bounded by that of the products, and approaches it only as the rest shrinks.
 
     python benchmarks/bf16_speedup.py --config original --batch 32 --rounds 5 --profile
 """
@@ -40,12 +40,12 @@ def main() -> None:
     from pyelmo.modeling.bilm import BiLM
     from pyelmo.modeling.characters import batch_to_ids
     from pyelmo.config import preset
-    from pyelmo.runtime.products import usable_bf16
+    from pyelmo.runtime.plan import bf16_supported
     from pyelmo.runtime.options import RunOptions
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    if not usable_bf16(True):
+    if not bf16_supported():
         sys.exit("this CPU has no bfloat16 instructions: the --bf16 mode computes exact float32 here")
     model = BiLM(preset(args.config)).eval()
     modes = {"exact": RunOptions.inference(), "bf16": RunOptions.inference(bf16=True)}

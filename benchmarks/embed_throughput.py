@@ -49,6 +49,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trees import JsonWorker, tree_env  # noqa: E402
+
 MATMUL_N = 2048
 PROCESS_START = time.perf_counter()  # as near the process start as this script gets (after Python's own startup)
 
@@ -89,14 +92,14 @@ def machine_line(threads: int) -> str:
     its GEMM rates, measured now: printed with every table."""
     import torch
 
-    from pyelmo.runtime.autotune import cpu_model
-    from pyelmo.runtime.products import bf16_supported
+    from pyelmo.runtime.autotune import machine_key
+    from pyelmo.runtime.plan import bf16_supported
 
     torch.set_num_threads(threads)
     rates = matmul_rate(torch)
     bf16 = f"{rates['bf16']:.0f}" if rates["bf16"] else "n/a (no bfloat16 instructions)"
-    return (f"CPU {cpu_model()}, bfloat16 instructions: {'yes' if bf16_supported() else 'no'}, torch {torch.__version__}, "
-            f"{threads} threads; GEMM 2048^3 GFLOP/s: fp32 torch.mm {rates['mkl']:.0f}, fp32 oneDNN "
+    return (f"CPU {machine_key()['cpu']}, bfloat16 instructions: {'yes' if bf16_supported() else 'no'}, "
+            f"torch {torch.__version__}, {threads} threads; GEMM 2048^3 GFLOP/s: fp32 torch.mm {rates['mkl']:.0f}, fp32 oneDNN "
             f"{rates['onednn']:.0f}, bf16 {bf16}")
 
 
@@ -135,40 +138,27 @@ def batch_workload(n_sentences: int, batch_size: int) -> tuple[list[list[str]], 
 
 # -- workers ------------------------------------------------------------------------------
 class PyelmoSide:
+    """pyelmo with its default plan, in the package layout or (``--base-src``) the flat one before it."""
+
     def __init__(self, options: str, weights: str, bf16: bool = False) -> None:
-        from pyelmo.modelio.weights import load_bilm_hdf5
+        from trees import inference_options, pyelmo_names
 
-        self.model = load_bilm_hdf5(options, weights)
-        try:
-            from pyelmo.runtime.options import RunOptions
-        except ImportError:  # a revision before pyelmo.runtime.options (--base-src): settings were model attributes
-            import torch
-
-            self.options = None
-            self.model.token_cache = None
-            self.model.inference_dtype = torch.bfloat16 if bf16 else None
-        else:
-            self.options = RunOptions.inference(bf16=bf16)  # no token cache: every repeat recomputes every token
+        self.names = pyelmo_names()
+        self.model = self.names.load_bilm_hdf5(options, weights)
+        # no token cache: every repeat recomputes every token
+        self.options, _ = inference_options(self.names, "default", bf16=bf16)
 
     def sentence_runner(self, cache: bool):
         """``ElmoEmbedder.embed_sentence`` with the embedder's defaults (a fresh token cache) or the cache off."""
-        from pyelmo.embedding.embedder import ElmoEmbedder
-
-        embedder = ElmoEmbedder(self.model, **({} if cache else {"token_cache_size": 0}))
+        embedder = self.names.ElmoEmbedder(self.model, **({} if cache else {"token_cache_size": 0}))
         return embedder.embed_sentence
 
     def run(self, batch, exact: bool = False):
         import torch
 
-        from pyelmo.modeling.characters import batch_to_ids
-
-        ids = batch_to_ids(batch)
+        ids = self.names.batch_to_ids(batch)
         with torch.inference_mode():
-            if self.options is None:
-                self.model.use_fast_path = not exact
-                layers = self.model(ids).layers.numpy()
-            else:
-                layers = self.model(ids, options=None if exact else self.options).layers.numpy()
+            layers = self.model(ids, options=None if exact else self.options).layers.numpy()
         return [layers[:, k, : len(s)] for k, s in enumerate(batch)]
 
 
@@ -282,25 +272,11 @@ def embed_file_process(side_name: str, options: str, weights: str, input_path: s
     Path(result_path).write_text(json.dumps({"startup": loaded - PROCESS_START, "loop": done - loaded}))
 
 
-class Worker:
+class Worker(JsonWorker):
+    """This script's ``--worker SIDE`` under ``python`` (pyelmo's or the AllenNLP environment's)."""
+
     def __init__(self, python: str, side: str, env: dict | None = None) -> None:
-        self.proc = subprocess.Popen([python, "-W", "ignore", __file__, "--worker", side], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env, cwd="/tmp")
-
-    def ask(self, **cmd) -> dict:
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"worker died (exit {self.proc.wait()})")
-        return json.loads(line)
-
-    def close(self) -> None:
-        try:
-            self.ask(op="quit")
-        except (RuntimeError, BrokenPipeError):
-            pass
-        self.proc.wait()
+        super().__init__([python, "-W", "ignore", __file__, "--worker", side], env, cwd="/tmp", name=side)
 
 
 # -- model FLOPs --------------------------------------------------------------------------
@@ -353,8 +329,9 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
             batch_file.write_text(json.dumps(batches))
             tokens = sum(len(s) for s in sentences)
             sides = {"pyelmo": Worker(sys.executable, "pyelmo")}
-            if args.base_src:  # the same worker code on another revision's sources
-                sides["pyelmo-base"] = Worker(sys.executable, "pyelmo", env={**os.environ, "PYTHONPATH": args.base_src})
+            if args.base_src:  # the same worker code on another revision's sources, a kernel cache of its own
+                env = tree_env(args.base_src, workdir / f"kernels-base-{name}-{batch_size}")
+                sides["pyelmo-base"] = Worker(sys.executable, "pyelmo", env=env)
             if args.reference_python:
                 sides["allennlp"] = Worker(args.reference_python, "allennlp")
             if args.bf16:
@@ -562,7 +539,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-table", action="store_true")
-    parser.add_argument("--base-src", help="also time pyelmo from this source folder (another revision's src/), "
+    parser.add_argument("--base-src", help="also time pyelmo from this source folder (another revision's src/, "
+                        "in the package or the flat layout, with an empty kernel-choice cache of its own), "
                         "interleaved with the current one, e.g. a `git worktree` of the previous commit")
     parser.add_argument("--no-gemm", action="store_true", help="skip the matmul-rate measurement of every sample")
     parser.add_argument("--bf16", action="store_true",

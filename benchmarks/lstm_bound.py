@@ -1,11 +1,12 @@
 """How fast the packed biLM could run ``embed_throughput.py``'s batch workload with this CPU's kernels.
 
 The same sentences as ``embed_throughput.py`` at ``--batch`` (its ``batch_workload``), encoded
-and run as the packed strategy runs them. For every product the time loop makes, the step's
-recurrent ``(rows, P) x (P, 4H)`` and projection ``(rows, H) x (H, P)`` at each step's row
-count and the input-to-gate blocks as the loop forms them (``PackedRows.gate_blocks``), each
-exact float32 kernel is timed stand-alone with its weight cache-warm
-(``kernelchoice.time_kernels``: the fastest of a few calls) and the fastest kept. Then:
+and run as the inference backend runs them (the default plan). For every product the time loop
+makes, the step's recurrent ``(rows, P) x (P, 4H)`` and projection ``(rows, H) x (H, P)`` at each
+step's row count and the input-to-gate blocks as the loop forms them (``PackedRows.gate_blocks``
+of ``INPUT_GATE_CHUNK_ROWS``), each exact float32 kernel is timed stand-alone with its weight
+cache-warm (``pyelmo.runtime.autotune.time_kernels``: the fastest of a few calls) and the fastest
+kept. Then:
 
 - **library floor**: those fastest times summed over the workload (layers x directions x
   steps), plus the token encoder as measured in the run; the gate nonlinearities and copies
@@ -78,14 +79,14 @@ def alternatives(args: argparse.Namespace) -> None:
     """Other exact float32 implementations of the loop's step products, against pyelmo's kernels."""
     import numpy as np
 
-    from pyelmo.modeling.bilm import BiLM
     from pyelmo.config import preset
-    from pyelmo.runtime.autotune import KERNELS, onednn_available
+    from pyelmo.modeling.bilm import BiLM
+    from pyelmo.runtime.plan import KERNELS, ExecutionPlan, onednn_available
     from pyelmo.runtime.products import Products
 
     torch.manual_seed(0)
     layer = BiLM(preset(args.config)).directions[0][0]
-    products = Products()
+    products = Products(ExecutionPlan())  # exact float32 inference products: each kernel on its prepared weight
     print(f"\nAlternatives, config {args.config}: ms per product (median), and the fastest of pyelmo's kernels "
           "over each (> 1: the alternative is faster)")
     print("| weight | rows | pyelmo's fastest | MKL packed | NumPy BLAS | W @ x^T, transposed | inductor |")
@@ -154,11 +155,15 @@ def main() -> None:
 
 def bound(args: argparse.Namespace, workdir: Path) -> None:
     """The floors and the measured run of the batch workload (see the module docstring)."""
+    from pyelmo.modeling import bilm
     from pyelmo.modeling.characters import batch_to_ids
-    from pyelmo.runtime.autotune import time_kernels
-    from pyelmo.runtime.products import Products
-    from pyelmo.runtime.options import PackedRows, RunOptions
     from pyelmo.modelio.weights import load_bilm_hdf5
+    from pyelmo.runtime.autotune import time_kernels
+    from pyelmo.runtime.backends import INPUT_GATE_CHUNK_ROWS, Inference
+    from pyelmo.runtime.options import RunOptions
+    from pyelmo.runtime.plan import ExecutionPlan
+    from pyelmo.runtime.products import Products
+    from pyelmo.runtime.rows import PackedRows
 
     options_file, weights_file = embed_throughput.write_model(args.config, workdir)
     model = load_bilm_hdf5(options_file, weights_file)
@@ -171,9 +176,9 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
         reference.ask(op="init", threads=args.threads, options=str(options_file), weights=str(weights_file),
                       batches=str(workdir / "batches.json"))
 
-    # the measured run, with the encoder and each level timed
+    # the measured run, with the token encoder and each level timed
     parts: dict[str, float] = collections.defaultdict(float)
-    encode, run_level = PackedRows.encode, PackedRows.run_level
+    encode, run_level = bilm.encode_distinct, Inference.run_level
 
     def timed(name, f):
         def call(*a, **k):
@@ -183,13 +188,13 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
             return out
         return call
 
-    PackedRows.encode, PackedRows.run_level = timed("encoder", encode), timed("LSTM levels", run_level)
+    bilm.encode_distinct, Inference.run_level = timed("encoder", encode), timed("LSTM levels", run_level)
     options = RunOptions.inference()
     ids = [batch_to_ids(b) for b in batches]
     runs = []
     try:
         with torch.inference_mode():
-            for rep in range(args.repeats + 1):  # the first runs warm up (and measure pyelmo's kernel choices)
+            for rep in range(args.repeats + 1):  # the first warms up (prepared weights, oneDNN kernels)
                 parts.clear()
                 start = time.perf_counter()
                 for batch_ids in ids:
@@ -198,7 +203,7 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
                 if reference is not None:
                     reference_runs.append(reference.ask(op="time", gemm=False)["seconds"])
     finally:
-        PackedRows.encode, PackedRows.run_level = encode, run_level
+        bilm.encode_distinct, Inference.run_level = encode, run_level
         if reference is not None:
             reference.close()
     measured, measured_parts = sorted(runs[1:], key=lambda r: r[0])[len(runs[1:]) // 2]
@@ -214,11 +219,11 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
         for rows in packed.batch_sizes:
             shapes["recurrent", rows] += 1
             shapes["projection", rows] += 1
-        for t0, t1 in packed.gate_blocks():
+        for t0, t1 in packed.gate_blocks(INPUT_GATE_CHUNK_ROWS):
             shapes["input gates", packed.offsets[t1] - packed.offsets[t0]] += 1
     units = 2 * model.config.lstm.n_layers  # directions x layers, each with its own weights of these shapes
 
-    products = Products()
+    products = Products(ExecutionPlan())
     gemm = embed_throughput.matmul_rate(torch)
     peak = max(gemm["mkl"], gemm["onednn"]) * 1e9
     bandwidth = read_rate()

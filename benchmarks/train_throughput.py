@@ -25,13 +25,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from pyelmo.config import ElmoConfig
-from pyelmo.training.config import PRODUCTS, config_from_dict
-from pyelmo.training.data import resolve_data
-from pyelmo.training.trainer import Trainer
+if TYPE_CHECKING:
+    from pyelmo.config import ElmoConfig
 
 CONFIGS = {
     # the released "small" model's sizes, bilm-tf's softmax (8192 negatives)
@@ -112,9 +111,13 @@ def synthetic_corpus(root: Path, sentences: int = 4000, seed: int = 0) -> Path:
 
 
 class Run:
-    """One config with one ``train.products`` setting: a trainer and its accumulated timings."""
+    """One config with one ``train.products`` setting: a trainer and its accumulated timings and losses."""
 
     def __init__(self, name: str, spec: dict, data: Path, workdir: Path) -> None:
+        from pyelmo.training.config import config_from_dict
+        from pyelmo.training.data import resolve_data
+        from pyelmo.training.trainer import Trainer
+
         spec = json.loads(json.dumps(spec))
         spec.setdefault("train", {}).update({"eval_every": 0, "checkpoint_every": 0, "log_every": 1000})
         self.name = name
@@ -126,6 +129,7 @@ class Run:
         self.per_prediction = 2 * config.projection_dim * (negatives + 1)
         self.trainer.train_step(self.batches[0])  # warm-up
         self.tokens = self.flops = self.seconds = 0.0
+        self.losses: list[float] = []  # of the timed steps
 
     def time_steps(self, first: int, steps: int, clock) -> None:
         """Steps ``first .. first + steps - 1`` (the same batches for every variant), timed by ``clock``."""
@@ -134,8 +138,9 @@ class Run:
             rows = self.batches[i % len(self.batches)]
             self.trainer.step = i
             start = clock()
-            self.trainer.train_step(rows)
+            stats = self.trainer.train_step(rows)
             self.seconds += clock() - start
+            self.losses.append(float(stats[0] + stats[1]) / (2 * float(stats[2])))
             n = float(lengths[rows].sum())
             self.tokens += n
             self.flops += 3 * (self.per_position * (n + 2 * len(rows)) + 2 * self.per_prediction * (n + len(rows)))
@@ -149,17 +154,23 @@ class Run:
                 "gflop_per_s": self.flops / self.seconds / 1e9}
 
 
+def config_file(name: str) -> Path:
+    """The file of a config named ``name`` (``configs/NAME.toml``), or ``name`` itself if it is a file."""
+    return Path(name) if Path(name).exists() else Path(__file__).parent.parent / "configs" / f"{name}.toml"
+
+
 def config_spec(name: str) -> dict:
     """A benchmark config by name (``small``, ``cpu-1h``), a ``configs/NAME.toml`` or a config file."""
     if name in CONFIGS and CONFIGS[name] is not None:
         return CONFIGS[name]
     from pyelmo.training.config import read_config_file
 
-    path = Path(name) if Path(name).exists() else Path(__file__).parent.parent / "configs" / f"{name}.toml"
-    return read_config_file(path)
+    return read_config_file(config_file(name))
 
 
 def main() -> None:
+    from pyelmo.training.config import PRODUCTS
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", help="corpus directory (default: a synthetic Zipfian corpus)")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per config and round (after 1 warm-up)")
