@@ -61,10 +61,9 @@ def _kernel_cache(tmp_path_factory) -> None:
 @pytest.fixture
 def fresh_kernel_cache(tmp_path, monkeypatch) -> Path:
     """An empty on-disk kernel cache and a fresh in-process table of measured choices (as in a new
-    process), with the ``auto`` kernel policy; returns the cache folder."""
-    from pyelmo.runtime import autotune as kernelchoice
+    process); returns the cache folder."""
+    from pyelmo.runtime import autotune
 
     monkeypatch.setenv("PYELMO_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.delenv(kernelchoice.KERNELS_ENV, raising=False)
-    monkeypatch.setattr(kernelchoice, "MEASURED", kernelchoice.MeasuredChoices())
+    monkeypatch.setattr(autotune, "MEASURED", autotune.MeasuredChoices())
     return tmp_path

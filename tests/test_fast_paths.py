@@ -1,6 +1,6 @@
-"""The packed inference strategy (pyelmo.runtime.options, pyelmo.runtime.products, the token cache) and the embedder's
-speed-ups (token-budget batching, background writing) compute the same numbers as the plain
-differentiable strategy, within 1e-5, with either product implementation."""
+"""The inference backend (pyelmo.runtime.backends.Inference: an execution plan's products, the token
+cache) and the embedder's speed-ups (token-budget batching, background writing) compute the same
+numbers as the differentiable backend, within 1e-5, with every float32 kernel."""
 
 from __future__ import annotations
 
@@ -12,27 +12,33 @@ import h5py
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
-from pyelmo.modeling.bilm import BiLM
-from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.embedding.embedder import ElmoEmbedder, token_budget_batches
-from pyelmo.runtime import autotune as kernelchoice; from pyelmo.runtime import products as kernels; from pyelmo.runtime import options as strategy
-from pyelmo.modeling.encoder import TokenCache, encode_distinct
-from pyelmo.runtime.products import PLAIN, Products, conv_max_gemm, onednn_available
-from pyelmo.runtime.options import CarriedStates, PackedRows, RunOptions, run_packed_pair
 from pyelmo.modelio.weights import load_bilm_hdf5
+from pyelmo.modeling.bilm import BiLM
+from pyelmo.modeling.characters import batch_to_ids
+from pyelmo.modeling.encoder import conv_max_gemm, encode_distinct, padded_conv_weights
+from pyelmo.modeling.lstm import run_lstm
+from pyelmo.runtime import backends
+from pyelmo.runtime.backends import Differentiable, Inference
+from pyelmo.runtime.options import CarriedStates, RunOptions
+from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, onednn_available
+from pyelmo.runtime.products import PLAIN, Products, onednn_rows
+from pyelmo.runtime.rows import PackedRows
+from pyelmo.runtime.token_cache import TokenCache
 
 ATOL = 1e-5
+#: An explicit bfloat16 plan: bfloat16 products on any CPU (through torch's bfloat16 matmul where the
+#: CPU has no bfloat16 instructions, slowly), unlike ``bf16=True``, which stays exact there.
+BF16 = ExecutionPlan(precision="bfloat16")
 
 
-@pytest.fixture(autouse=True, params=kernels.KERNELS)
-def products_backend(request, monkeypatch) -> str:
-    """Every test runs once per float32 kernel, forced for every product (``$PYELMO_KERNELS``)."""
-    if request.param == "onednn" and not onednn_available():
-        pytest.skip("this PyTorch build has no oneDNN")
-    monkeypatch.setenv(kernelchoice.KERNELS_ENV, request.param)
-    return request.param
+@pytest.fixture(params=[k for k in KERNELS if k != "onednn" or onednn_available()])
+def plan(request) -> ExecutionPlan:
+    """The tests that take it run once per float32 kernel, forced for every product."""
+    return ExecutionPlan(kernels=request.param)
 
 
 def _config(skip: bool = True, activation: str = "relu", clip: float | None = 3.0) -> ElmoConfig:
@@ -59,132 +65,134 @@ def _sentences(n: int, seed: int, max_len: int = 12) -> list[list[str]]:
     return [[rng.choice(words) for _ in range(rng.randint(1, max_len))] for _ in range(n)]
 
 
-def _layers(model: BiLM, ids: torch.Tensor, fast: bool, keep: bool = False, grad: bool = False,
-            options: RunOptions | None = None) -> torch.Tensor:
-    """The plain strategy (``fast=False``) or the packed one (``RunOptions.inference()`` unless ``options``)."""
-    if fast and options is None:
-        options = RunOptions.inference()
+def _layers(model: BiLM, ids: torch.Tensor, plan: ExecutionPlan | None = None, keep: bool = False,
+            grad: bool = False, options: RunOptions | None = None) -> torch.Tensor:
+    """The differentiable backend (no ``plan``, no ``options``), ``plan``'s inference backend, or ``options``."""
+    if options is None:
+        options = RunOptions.inference(plan) if plan is not None else RunOptions()
     with torch.set_grad_enabled(grad):
-        return model(ids, keep_sentence_boundaries=keep, options=options if fast else None).layers
+        return model(ids, keep_sentence_boundaries=keep, options=options).layers
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"skip": False}, {"activation": "tanh"}, {"clip": None}])
 @pytest.mark.parametrize("keep", [False, True])
-def test_fast_path_equals_plain_path(kwargs, keep):
+def test_inference_equals_differentiable(kwargs, keep, plan):
     model = _model(**kwargs)
     ids = batch_to_ids(_sentences(9, seed=1))
-    plain = _layers(model, ids, fast=False, keep=keep)
-    fast = _layers(model, ids, fast=True, keep=keep)
+    plain = _layers(model, ids, keep=keep)
+    fast = _layers(model, ids, plan, keep=keep)
     assert fast.shape == plain.shape
     assert (plain - fast).abs().max() < ATOL
     assert plain.abs().max() > 0.1  # not trivially zero
 
 
-def test_plain_strategy_with_grad_equals_packed_strategy():
+def test_differentiable_backend_with_grad_equals_inference(plan):
     model = _model()
     ids = batch_to_ids(_sentences(5, seed=2))
-    with_grad = _layers(model, ids, fast=False, grad=True)
+    with_grad = _layers(model, ids, grad=True)
     assert with_grad.requires_grad
     with_grad.sum().backward()
     assert all(p.grad is not None for p in model.directions.parameters())
     assert model.token_encoder.convolutions[0].weight.grad.abs().sum() > 0
-    fast = _layers(model, ids, fast=True)
+    fast = _layers(model, ids, plan)
     assert not fast.requires_grad
     assert (with_grad.detach() - fast).abs().max() < ATOL
     with pytest.raises(ValueError, match="computes no gradients"):  # never a silent loss of gradients
-        _layers(model, ids, fast=True, grad=True)
+        _layers(model, ids, plan, grad=True)
 
 
-def test_grad_mode_does_not_choose_the_strategy(monkeypatch):
-    """The options choose the strategy: under no_grad the default is still the plain one (e.g. validation)."""
+def test_grad_mode_does_not_choose_the_backend(monkeypatch):
+    """The options choose the backend: under no_grad the default is still the differentiable one (e.g. validation)."""
     def refuse(*args, **kwargs):
-        raise AssertionError("the packed strategy ran")
+        raise AssertionError("the inference backend ran")
 
     model = _model()
     ids = batch_to_ids(_sentences(4, seed=3))
-    monkeypatch.setattr(strategy.PackedRows, "run_level", refuse)
+    monkeypatch.setattr(Inference, "run_level", refuse)
     with torch.no_grad():
         model(ids)
-        with pytest.raises(AssertionError, match="packed strategy ran"):
+        with pytest.raises(AssertionError, match="inference backend ran"):
             model(ids, options=RunOptions.inference())
 
 
-def test_dropout_applies_in_both_strategies():
+def test_dropout_applies_in_both_backends(plan):
     model = _model()
     model.dropout.p = 0.5
     model.train()
     ids = batch_to_ids(_sentences(4, seed=3))
-    for fast in (False, True):
-        a, b = _layers(model, ids, fast=fast), _layers(model, ids, fast=fast)
+    for used in (None, plan):
+        a, b = _layers(model, ids, used), _layers(model, ids, used)
         assert (a - b).abs().max() > 1e-3
     model.eval()
-    assert (_layers(model, ids, fast=True) - _layers(model, ids, fast=False)).abs().max() < ATOL
+    assert (_layers(model, ids, plan) - _layers(model, ids)).abs().max() < ATOL
 
 
-def test_stateful_fast_path_equals_plain_path():
+def test_stateful_inference_equals_differentiable(plan):
     model = _model()
-    fast_options, plain_options = RunOptions.inference(stateful=True), RunOptions(states=CarriedStates())
+    fast_options, plain_options = RunOptions.inference(plan, stateful=True), RunOptions(states=CarriedStates())
     for i, n in enumerate([4, 6, 2, 5]):  # growing and shrinking batches: carried rows
         ids = batch_to_ids(_sentences(n, seed=10 + i))
-        plain = _layers(model, ids, fast=True, options=plain_options)
-        fast = _layers(model, ids, fast=True, options=fast_options)
+        plain = _layers(model, ids, options=plain_options)
+        fast = _layers(model, ids, options=fast_options)
         assert (plain - fast).abs().max() < ATOL
     for a, b in [(fast_options.states.h, plain_options.states.h), (fast_options.states.c, plain_options.states.c)]:
         assert a.shape[2] == 6 and (a - b).abs().max() < ATOL
 
 
 def test_options_are_validated():
-    with pytest.raises(ValueError):
-        RunOptions("fastest")
-    with pytest.raises(ValueError):
-        RunOptions("plain", token_cache=TokenCache())
-    with pytest.raises(ValueError):
-        RunOptions("plain", workspace=strategy.Workspace())
+    with pytest.raises(ValueError, match="token cache"):
+        RunOptions(token_cache=TokenCache())
+    with pytest.raises(ValueError, match="differentiable products"):
+        Differentiable(Products(ExecutionPlan()))
+    assert RunOptions().backend.differentiable and not RunOptions.inference().backend.differentiable
+    assert RunOptions.inference(token_cache_size=3).token_cache.max_size == 3
+    assert RunOptions.inference().token_cache is None and not RunOptions.inference().stateful
 
 
-def test_packed_strategy_keeps_its_own_precision_under_autocast():
+def test_inference_keeps_its_own_precision_under_autocast(plan):
     """An enclosing bfloat16 autocast (e.g. a bf16 training step around validation) does not reach the
-    packed strategy, whose products choose their own precision: the same outputs as without it."""
+    inference backend, whose products choose their own precision: the same outputs as without it."""
     model = _model()
     ids = batch_to_ids(_sentences(9, seed=1))
-    expected = _layers(model, ids, fast=True)
+    expected = _layers(model, ids, plan)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = _layers(model, ids, fast=True)
+        got = _layers(model, ids, plan)
     assert got.dtype == torch.float32 and torch.equal(got, expected)
 
 
-def test_workspace_buffers_are_reused_across_calls_and_grow():
-    """The packed strategy's gate buffer is kept by the options' workspace: the same memory at the next
+def test_workspace_buffers_are_reused_across_calls_and_grow(plan):
+    """The inference loop's gate buffer is kept by the backend's workspace: the same memory at the next
     call of the same size, a larger one for a larger batch, and the outputs unchanged."""
     model = _model()
-    options = RunOptions.inference()
+    options = RunOptions.inference(plan)
+    workspace = options.backend.workspace
     small, large = batch_to_ids(_sentences(3, seed=2)), batch_to_ids(_sentences(40, seed=3))
-    first = _layers(model, small, fast=True, options=options)
-    kept = options.workspace._buffers["gates"]
-    again = _layers(model, small, fast=True, options=options)
-    assert options.workspace._buffers["gates"] is kept and torch.equal(first, again)
-    big = _layers(model, large, fast=True, options=options)
-    assert options.workspace._buffers["gates"].numel() > kept.numel()
-    assert (big - _layers(model, large, fast=False)).abs().max() < ATOL
-    assert torch.equal(_layers(model, small, fast=True, options=options), first)
-    workspace = strategy.Workspace()
+    first = _layers(model, small, options=options)
+    kept = workspace._buffers["gates"]
+    again = _layers(model, small, options=options)
+    assert workspace._buffers["gates"] is kept and torch.equal(first, again)
+    big = _layers(model, large, options=options)
+    assert workspace._buffers["gates"].numel() > kept.numel()
+    assert (big - _layers(model, large)).abs().max() < ATOL
+    assert torch.equal(_layers(model, small, options=options), first)
+    workspace = backends.Workspace()
     view = workspace.buffer("x", (2, 3), torch.zeros(1, dtype=torch.bfloat16))
     assert view.shape == (2, 3) and view.dtype == torch.bfloat16
     assert workspace.buffer("x", (3, 2), torch.zeros(1)).dtype == torch.float32  # another dtype: a new buffer
 
 
-def test_fast_and_plain_paths_reproduce_reference(reference):
+def test_both_backends_reproduce_reference(reference, plan):
     model = load_bilm_hdf5(reference.options, reference.weights)
     batch = reference.batch(0)
-    for fast in (True, False):
-        top = _layers(model, batch_to_ids(batch), fast=fast)[-1].numpy()
+    for used in (plan, None):
+        top = _layers(model, batch_to_ids(batch), used)[-1].numpy()
         for k, sentence in enumerate(batch):
             np.testing.assert_allclose(top[k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
 
 
-def test_fast_path_reproduces_stateful_reference_with_token_cache(reference):
+def test_inference_reproduces_stateful_reference_with_token_cache(reference, plan):
     model = load_bilm_hdf5(reference.options, reference.weights)
-    options = RunOptions.inference(stateful=True, token_cache_size=7)  # small: evictions happen
+    options = RunOptions.inference(plan, stateful=True, token_cache_size=7)  # small: evictions happen
     with torch.no_grad():
         for i in range(10):
             top = model(batch_to_ids(reference.batch(i)), options=options).layers[-1].numpy()
@@ -193,22 +201,22 @@ def test_fast_path_reproduces_stateful_reference_with_token_cache(reference):
     assert options.token_cache.hits > 0 and len(options.token_cache) == 7
 
 
-def test_packed_strategy_on_random_inputs_of_the_reference_models(reference):
+def test_inference_on_random_inputs_of_the_reference_models(reference, plan):
     """Random sentences (unknown words, long tokens, length 1 to 30) through the released models."""
     model = load_bilm_hdf5(reference.options, reference.weights)
     ids = batch_to_ids(_sentences(12, seed=21, max_len=30))
-    plain, fast = _layers(model, ids, fast=False), _layers(model, ids, fast=True)
+    plain, fast = _layers(model, ids), _layers(model, ids, plan)
     assert (plain - fast).abs().max() < ATOL and plain.abs().max() > 0.1
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
-def test_char_cnn_as_one_product_equals_convolutions(activation):
+def test_char_cnn_as_one_product_equals_convolutions(activation, plan):
     encoder = _model(activation=activation).token_encoder
     ids = batch_to_ids(_sentences(6, seed=4)).reshape(-1, 50)
     with torch.no_grad():
         chars = encoder.char_embedding(ids).transpose(1, 2)
         expected = torch.cat([conv(chars).amax(-1) for conv in encoder.convolutions], -1)
-        for products in (PLAIN, Products(None)):  # plain torch.mm; oneDNN where the fixture allows it
+        for products in (PLAIN, Products(plan)):  # plain torch products; the plan's kernel
             got = conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products)
             assert (got - expected).abs().max() < ATOL
             assert (encoder(ids, products, fused_conv=True) - encoder(ids)).abs().max() < ATOL
@@ -219,10 +227,10 @@ def test_char_cnn_pools_bfloat16_responses_before_converting():
     numbers as converting every response to float32 first (the max commutes with the conversion)."""
     encoder = _model().token_encoder
     ids = batch_to_ids(_sentences(6, seed=4)).reshape(-1, 50)
-    products = Products(torch.bfloat16, kernels="mm")  # runs (slowly) on any CPU
+    products = Products(ExecutionPlan(precision="bfloat16", kernels="mm"))  # runs (slowly) on any CPU
     with torch.no_grad():
         got = conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products)
-        weight, bias, _ = kernels.padded_conv_weights(encoder.convolutions)
+        weight, bias, _ = padded_conv_weights(encoder.convolutions)
         assert got.dtype == torch.float32
         converted = products.mm_native(torch.zeros(1, weight.shape[1]), weight)
         assert converted.dtype == torch.bfloat16
@@ -235,15 +243,16 @@ def test_char_cnn_pools_bfloat16_responses_before_converting():
         assert torch.equal(conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products), got)
 
 
-def test_token_cache_equals_encoder_and_stays_bounded():
+def test_token_cache_equals_encoder_and_stays_bounded(plan):
     encoder = _model().token_encoder
     cache = TokenCache(max_size=5)
+    products = Products(plan)
     with torch.no_grad():
         for seed in range(4):
             ids = batch_to_ids(_sentences(5, seed=seed)).reshape(-1, 50)
             ids = ids[ids.gt(0).any(-1)]
-            assert (encode_distinct(encoder, ids, Products(None), cache, True) - encoder(ids)).abs().max() < ATOL
-            assert (encode_distinct(encoder, ids, Products(None), None, True) - encoder(ids)).abs().max() < ATOL
+            assert (encode_distinct(encoder, ids, products, cache, True) - encoder(ids)).abs().max() < ATOL
+            assert (encode_distinct(encoder, ids, products, None, True) - encoder(ids)).abs().max() < ATOL
             assert len(cache) <= 5 and cache._vectors.shape[0] <= 5
         assert cache.hits > 0 and cache.misses > 0
 
@@ -260,25 +269,26 @@ def test_token_cache_follows_weight_updates():
 
 def test_onednn_row_sizes_are_few_and_close():
     """oneDNN keeps a kernel per input shape: row counts are padded to a few sizes, with little waste."""
-    sizes = [kernels.onednn_rows(rows) for rows in range(1, 13_000)]
+    sizes = [onednn_rows(rows) for rows in range(1, 13_000)]
     assert all(size >= rows for rows, size in enumerate(sizes, start=1))
     assert sizes[:16] == list(range(1, 17))  # small products (one step of a few sentences) are not padded
     assert all(size <= 1.125 * rows + 8 for rows, size in enumerate(sizes, start=1))
     assert len(set(sizes)) <= 64
 
 
-def test_prepared_weights_follow_weight_updates():
-    """Weights packed (oneDNN) or cast (bf16) for the fast path are remade when the parameters change."""
+def test_prepared_weights_follow_weight_updates(plan):
+    """Weights packed (oneDNN), transposed (mm_t) or stacked for the inference products are remade when
+    the parameters change."""
     model = _model()
     ids = batch_to_ids(_sentences(6, seed=6))
-    options = RunOptions.inference()
-    _layers(model, ids, fast=True, options=options)  # prepares the weights
+    options = RunOptions.inference(plan)
+    _layers(model, ids, options=options)  # prepares the weights
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(0.5)  # in place, as an optimizer step does
-    assert (_layers(model, ids, fast=True, options=options) - _layers(model, ids, fast=False)).abs().max() < ATOL
+    assert (_layers(model, ids, options=options) - _layers(model, ids)).abs().max() < ATOL
     model.load_state_dict(_model(seed=1).state_dict())
-    assert (_layers(model, ids, fast=True, options=options) - _layers(model, ids, fast=False)).abs().max() < ATOL
+    assert (_layers(model, ids, options=options) - _layers(model, ids)).abs().max() < ATOL
 
 
 def test_packed_batch_covers_every_position_once():
@@ -294,38 +304,52 @@ def test_packed_batch_covers_every_position_once():
     assert torch.equal(packed.forward_src % 7 + packed.backward_src % 7, lengths[row] - 1)
 
 
-def test_gate_blocks_cover_the_steps_in_order_within_the_chunk(monkeypatch):
-    monkeypatch.setattr(strategy, "INPUT_GATE_CHUNK_ROWS", 8)
+def test_gate_blocks_cover_the_steps_in_order_within_the_chunk():
     packed = PackedRows(torch.tensor([3, 7, 1, 7, 4]), steps=7)  # step sizes 5, 4, 4, 3, 2, 2, 2
-    blocks = packed.gate_blocks()
+    blocks = packed.gate_blocks(8)
     assert [t for a, b in blocks for t in range(a, b)] == list(range(7))
     assert blocks == [(0, 1), (1, 3), (3, 6), (6, 7)]  # 5 | 4 + 4 | 3 + 2 + 2 | 2
-    monkeypatch.setattr(strategy, "INPUT_GATE_CHUNK_ROWS", 4)
-    assert packed.gate_blocks() == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 6), (6, 7)]  # a 5-row step alone
+    assert packed.gate_blocks(4) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 6), (6, 7)]  # a 5-row step alone
+    assert packed.gate_blocks(None) == [(0, 7)]  # the differentiable backend: one product
+    assert packed.gate_blocks(backends.INPUT_GATE_CHUNK_ROWS) == [(0, 7)]  # 22 rows in all
 
 
-def test_direction_fusion_equals_each_direction_alone():
+def _one_direction(layer, x: torch.Tensor, rows: PackedRows, h0: torch.Tensor, c0: torch.Tensor):
+    """A step-by-step loop with ``torch`` products for one direction over packed ``x (n_packed, in)``,
+    states in sorted row order: the outputs ``(n_packed, P)`` and the final ``h``, ``c``."""
+    h, c, outputs = h0.clone(), c0.clone(), []
+    for t, n in enumerate(rows.batch_sizes):  # the first n sorted rows are still running
+        step = x[rows.offsets[t] : rows.offsets[t] + n]
+        gates = F.linear(step, layer.input_gates.weight, layer.gate_bias()) + F.linear(h[:n], layer.state_gates.weight)
+        hidden, c[:n] = layer.cell(gates, c[:n])
+        h[:n] = layer.clip_projection(F.linear(hidden, layer.projection.weight))
+        outputs.append(h[:n].clone())
+    return torch.cat(outputs), h, c
+
+
+def test_direction_fusion_equals_each_direction_alone(plan):
+    """``run_lstm`` over both directions of a level (inference, and differentiable) equals each direction
+    run alone, and a plain step-by-step loop."""
     model = _model()
     lengths = torch.tensor([6, 3, 6, 1])
-    steps = 6
-    packed = PackedRows(lengths, steps)
+    packed = PackedRows(lengths, steps=6)
+    assert packed.order.tolist() == [0, 2, 1, 3]
     torch.manual_seed(5)
     x = torch.randn(2, packed.n_packed, 10)
     h0, c0 = torch.randn(2, 4, 10), torch.randn(2, 4, 24)
     pair = [model.directions[0][0], model.directions[1][0]]
     with torch.no_grad():
-        h, c = h0.clone(), c0.clone()
-        fused = run_packed_pair(pair, x, packed, h, c, Products(None))
-        order = packed.order
+        both = {name: run_lstm(pair, x, packed, h0.clone(), c0.clone(), backend)
+                for name, backend in [("inference", Inference(plan)), ("differentiable", Differentiable())]}
         for d in range(2):
-            dense = torch.zeros(4, steps, 10)  # sorted rows, time along dim 1
-            for t, n in enumerate(packed.batch_sizes):
-                dense[:n, t] = x[d, packed.offsets[t] : packed.offsets[t] + n]
-            out, (hd, cd) = pair[d](dense, packed.batch_sizes, (h0[d], c0[d]))
-            for t, n in enumerate(packed.batch_sizes):
-                assert (out[:n, t] - fused[d, packed.offsets[t] : packed.offsets[t] + n]).abs().max() < ATOL
-            assert (hd - h[d]).abs().max() < ATOL and (cd - c[d]).abs().max() < ATOL
-        assert order.tolist() == [0, 2, 1, 3]
+            alone = run_lstm([pair[d]], x[d : d + 1], packed, h0[d : d + 1].clone(), c0[d : d + 1].clone(),
+                             Inference(plan))
+            expected = _one_direction(pair[d], x[d], packed, h0[d], c0[d])
+            assert expected[0].abs().max() > 0.1
+            for out, h, c in [*both.values(), alone]:
+                k = d if out.shape[0] == 2 else 0
+                assert (out[k] - expected[0]).abs().max() < ATOL
+                assert (h[k] - expected[1]).abs().max() < ATOL and (c[k] - expected[2]).abs().max() < ATOL
 
 
 def test_token_budget_batches():
@@ -339,14 +363,15 @@ def test_token_budget_batches():
 
 
 @pytest.mark.parametrize("stateful", [False, True])
-def test_embedder_batching_and_cache_do_not_change_vectors(stateful):
+def test_embedder_batching_and_cache_do_not_change_vectors(stateful, plan):
     model = _model()
     sentences = _sentences(40, seed=6, max_len=15) + [[]]
-    reference = ElmoEmbedder(model, batch_size=1, stateful=stateful, max_tokens=None, token_cache_size=0)
+    reference = ElmoEmbedder(model, batch_size=1, stateful=stateful, max_tokens=None, token_cache_size=0, plan=plan)
     expected = list(reference.embed_sentences(sentences))
     for max_tokens, cache in [(None, 0), (30, 0), (64, 4), (10_000, 1000)]:
         embedder = ElmoEmbedder(_model(), batch_size=1 if stateful else 4, stateful=stateful,
-                                max_tokens=max_tokens, token_cache_size=cache)
+                                max_tokens=max_tokens, token_cache_size=cache, plan=plan)
+        assert embedder.options.plan is plan
         got = list(embedder.embed_sentences(sentences))
         assert len(got) == len(expected)
         for a, b in zip(got, expected):
@@ -354,15 +379,15 @@ def test_embedder_batching_and_cache_do_not_change_vectors(stateful):
             assert np.abs(a - b).max(initial=0) < ATOL
 
 
-def test_embed_file_defaults_equal_plain_settings(tmp_path):
+def test_embed_file_defaults_equal_differentiable_settings(tmp_path, plan):
     sentences = [" ".join(s) for s in _sentences(50, seed=7)]
     sentences += sentences[:5] + ["the cat"]  # repeated sentences: sentence_to_index keeps the last index
     text = tmp_path / "in.txt"
     text.write_text("\n".join(sentences) + "\n")
     fast_out, plain_out = tmp_path / "fast.hdf5", tmp_path / "plain.hdf5"
-    ElmoEmbedder(_model()).embed_file(text, fast_out)
+    ElmoEmbedder(_model(), plan=plan).embed_file(text, fast_out)
     plain = ElmoEmbedder(_model(), max_tokens=None, token_cache_size=0)
-    plain.options = RunOptions()  # the plain strategy
+    plain.options = RunOptions()  # the differentiable backend
     plain.embed_file(text, plain_out)
     with h5py.File(fast_out, "r") as f, h5py.File(plain_out, "r") as g:
         assert set(f) == set(g) == {str(i) for i in range(len(sentences))} | {"sentence_to_index"}
@@ -375,6 +400,9 @@ def test_embed_file_defaults_equal_plain_settings(tmp_path):
         for i, s in enumerate(sentences):
             expected[s] = str(i)
         assert index == json.dumps(expected)
+        assert f.attrs["execution_plan"] == plan.summary()
+        assert set(json.loads(f.attrs["kernels_used"]).values()) == {plan.kernels}  # the forced kernel
+        assert "execution_plan" not in g.attrs  # no plan: the differentiable backend's torch products
 
 
 def test_embed_file_sentence_keys_keep_first(tmp_path):
@@ -420,46 +448,63 @@ def test_shards_merge_to_the_unsharded_file(tmp_path):
         assert set(f) == {str(i) for i in range(1, len(sentences), 3)} | {"sentence_to_index"}
 
 
-needs_bf16 = pytest.mark.skipif(not kernels.bf16_supported(), reason="this CPU has no bfloat16 instructions")
+
+needs_bf16 = pytest.mark.skipif(not bf16_supported(), reason="this CPU has no bfloat16 instructions")
+without_bf16 = pytest.mark.skipif(bf16_supported(), reason="this CPU has bfloat16 instructions")
 
 
-@pytest.mark.skipif(kernels.bf16_supported(), reason="this CPU has bfloat16 instructions")
-def test_bf16_mode_falls_back_to_exact_without_bf16_instructions(tmp_path):
-    """Where bfloat16 products would be far slower than float32, the bf16 modes warn and stay exact."""
+@without_bf16
+def test_bf16_request_stays_exact_without_bf16_instructions():
+    """Where bfloat16 products would be far slower than float32, ``bf16=True`` computes exact float32."""
     model = _model()
     ids = batch_to_ids(_sentences(5, seed=3))
-    exact = _layers(model, ids, fast=True)
-    with pytest.warns(RuntimeWarning, match="no bfloat16 matrix instructions"):
+    exact = _layers(model, ids, ExecutionPlan.for_machine())
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="no bfloat16 matrix instructions"):
         options = RunOptions.inference(bf16=True)
-    assert options.products.dtype is None and options.dtype == torch.float32
-    assert (_layers(model, ids, fast=True, options=options) - exact).abs().max() == 0
+    assert options.plan.precision == "float32" and options.products.dtype is None and options.dtype == torch.float32
+    assert (_layers(model, ids, options=options) - exact).abs().max() == 0
+
+
+@without_bf16
+def test_bf16_request_warns_without_bf16_instructions():
+    """... and says so (as ``pyelmo embed --help`` promises)."""
+    with pytest.warns(RuntimeWarning, match="no bfloat16 matrix instructions"):
+        RunOptions.inference(bf16=True)
 
 
 @needs_bf16
+def test_bf16_request_runs_bfloat16_with_bf16_instructions():
+    options = RunOptions.inference(bf16=True)
+    assert options.plan.precision == "bfloat16" and options.dtype == torch.bfloat16
+
+
 def test_bf16_mode_is_close_to_exact_and_switches_back():
-    """The explicit reduced-precision mode: bfloat16 products, float32 states; relative error ~1e-2."""
+    """The explicit reduced-precision mode: bfloat16 products, float32 states; relative error ~1e-2.
+    (An explicit bfloat16 plan: it runs on any CPU.)"""
     model = _model()
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(0.25)  # a realistic scale (the default _model saturates every gate)
     ids = batch_to_ids(_sentences(9, seed=3))
-    exact = _layers(model, ids, fast=True)
-    options = RunOptions.inference(bf16=True)
-    low = _layers(model, ids, fast=True, options=options)
+    exact = _layers(model, ids, ExecutionPlan())
+    options = RunOptions.inference(BF16)
+    low = _layers(model, ids, options=options)
     assert options.dtype == torch.bfloat16 and low.dtype == torch.float32
     error = float((low - exact).abs().max() / exact.abs().max())
     assert 0 < error < 3e-2
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(2.0)  # weights change: the bfloat16 copies must follow
-    again = _layers(model, ids, fast=True, options=options)
-    exact2 = _layers(model, ids, fast=True)
-    assert float((again - exact2).abs().max() / exact2.abs().max()) < 3e-2
-    assert (_layers(model, ids, fast=False) - exact2).abs().max() < ATOL
+    again = _layers(model, ids, options=options)
+    exact2 = _layers(model, ids, ExecutionPlan())
+    error2 = float((again - exact2).abs().max() / exact2.abs().max())
+    assert 0 < error2 < 3e-2
+    assert (_layers(model, ids) - exact2).abs().max() < ATOL
 
 
-@needs_bf16
 def test_embed_bf16_flag(tmp_path):
+    """``--bf16``: bfloat16 products where the CPU has bfloat16 instructions, else exact float32; the
+    file records which."""
     from pyelmo.cli import main
     from pyelmo.modelio.weights import save_bilm_hdf5
 
@@ -473,4 +518,7 @@ def test_embed_bf16_flag(tmp_path):
     assert main(["embed", str(text), str(tmp_path / "b.h5"), "--bf16", *args]) == 0
     with h5py.File(tmp_path / "a.h5") as f, h5py.File(tmp_path / "b.h5") as g:
         diffs = [float(np.abs(f[k][...] - g[k][...]).max()) for k in f if k != "sentence_to_index"]
-    assert 0 < max(diffs) < 0.1
+        precision = "bfloat16" if bf16_supported() else "float32"
+        assert f"precision={precision} " in g.attrs["execution_plan"]
+        assert g.attrs["precision"] == f"torch.{precision}" and f.attrs["precision"] == "torch.float32"
+    assert (0 < max(diffs) < 0.1) if bf16_supported() else max(diffs) == 0

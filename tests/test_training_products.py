@@ -10,14 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from pyelmo.runtime import autotune as kernelchoice
+from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
+from pyelmo.lm.model import LanguageModel
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
-from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.runtime.products import onednn_available
-from pyelmo.runtime.training_products import TrainingProducts, packed_positions
-from pyelmo.lm.model import LanguageModel
+from pyelmo.runtime import plan as plan_module
+from pyelmo.runtime.backends import Differentiable
 from pyelmo.runtime.options import RunOptions
+from pyelmo.runtime.plan import onednn_available
+from pyelmo.runtime.products import PLAIN
+from pyelmo.runtime.rows import PackedRows
+from pyelmo.runtime.training_products import TrainingProducts
 from pyelmo.training.step import training_run_options
 
 PRODUCTS = ["fused", pytest.param("onednn", marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN"))]
@@ -27,7 +30,7 @@ PRODUCTS = ["fused", pytest.param("onednn", marks=pytest.mark.skipif(not onednn_
 def every_product_through_onednn(monkeypatch):
     """oneDNN for every product size (not only the large ones), so the tiny models exercise it; one
     thread (tiny products: threads only add synchronisation on a busy machine)."""
-    monkeypatch.setattr(kernelchoice, "ONEDNN_MIN_WORK", 0)
+    monkeypatch.setattr(plan_module, "ONEDNN_MIN_WORK", 0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -121,13 +124,14 @@ def test_prepacked_weights_are_repacked_after_each_optimizer_step():
     if not onednn_available():
         pytest.skip("no oneDNN")
     model = _model().train()
-    products = TrainingProducts(onednn=True)
+    products = TrainingProducts()
+    assert products.onednn and products.differentiable
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     weight = model.bilm.token_encoder.projection.weight
     packed = []
     for _ in range(2):
         want_loss, _ = _loss_and_grads(model, RunOptions(), True)
-        got_loss, _ = _loss_and_grads(model, RunOptions("plain", products), True)
+        got_loss, _ = _loss_and_grads(model, RunOptions(Differentiable(products)), True)
         torch.testing.assert_close(got_loss, want_loss, rtol=1e-5, atol=1e-5)
         packed.append((products.weight(weight, "onednn"), products.transposed_weight(weight)))
         assert products.weight(weight, "onednn") is packed[-1][0]  # kept while the weight is unchanged
@@ -135,22 +139,31 @@ def test_prepacked_weights_are_repacked_after_each_optimizer_step():
     assert packed[0][0] is not packed[1][0] and packed[0][1] is not packed[1][1]
 
 
-def test_packed_positions_are_time_major_and_cover_each_position_once():
-    sizes, steps = [3, 3, 2, 1], 4
-    index = packed_positions(sizes, steps, torch.device("cpu")).tolist()
-    assert index == [0, 4, 8, 1, 5, 9, 2, 6, 3]  # row * steps + t, step by step, rows sorted by length
+def test_packed_rows_are_time_major_and_cover_each_position_once():
+    rows = PackedRows(torch.tensor([4, 3, 2]), 4)
+    assert rows.batch_sizes == [3, 3, 2, 1]
+    # row * steps + t, step by step, rows sorted by length
+    assert rows.forward_src.tolist() == [0, 4, 8, 1, 5, 9, 2, 6, 3]
+
+
+def test_training_run_options():
+    plain, fused, onednn = (training_run_options(p) for p in ("plain", "fused", "onednn"))
+    assert plain.backend.products is PLAIN and not plain.backend.fused_conv
+    assert fused.backend.products is PLAIN and fused.backend.fused_conv
+    assert isinstance(onednn.backend.products, TrainingProducts) and onednn.backend.fused_conv
+    assert all(o.backend.differentiable and o.plan is None and o.token_cache is None for o in (plain, fused, onednn))
 
 
 def test_onednn_rows_padding_keeps_values():
     x, w = torch.randn(37, 9), torch.randn(5, 9)
-    products = TrainingProducts(onednn=onednn_available())
+    products = TrainingProducts()
     torch.testing.assert_close(products.mm(x, w), x @ w.t(), rtol=1e-5, atol=1e-5)
     assert math.isfinite(float(products.mm(x, w).sum()))
 
 
 @pytest.mark.parametrize("products", PRODUCTS)
 def test_padding_positions_are_not_encoded(products, monkeypatch):
-    """The plain strategy encodes only the positions within each row's length: a padded batch's
+    """The differentiable backend encodes only the positions within each row's length: a padded batch's
     all-zero "token" has no padding characters, so in a chunk of the fused convolution it made every
     word of the chunk compute all window positions. Values and gradients are unchanged."""
     from pyelmo.modeling import encoder as encoder_module

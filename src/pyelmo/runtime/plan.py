@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,16 @@ def bf16_supported() -> bool:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         return False
+
+
+def usable_bf16(requested: bool) -> bool:
+    """``requested``, unless this CPU lacks bfloat16 instructions: then a warning and ``False``."""
+    if requested and not bf16_supported():
+        warnings.warn("bfloat16 ignored: this CPU has no bfloat16 matrix instructions (AVX512-BF16, AMX or "
+                      "AVX-NE-CONVERT), where it would be far slower than float32; computing in exact float32",
+                      RuntimeWarning, stacklevel=3)
+        return False
+    return requested
 
 
 @functools.lru_cache(maxsize=1)
@@ -115,7 +126,7 @@ class ExecutionPlan:
         the fixed rule (or ``kernels``), or measured with ``autotune``. The directions run one after the
         other on CPUs with AMX tiles, where each direction's weights staying in cache pays, else together."""
         on_cpu = torch.device(device).type == "cpu"
-        precision = "bfloat16" if bf16 and (not on_cpu or bf16_supported()) else "float32"
+        precision = "bfloat16" if bf16 and (not on_cpu or usable_bf16(True)) else "float32"
         if autotune and kernels not in (None, "autotune"):
             raise ConfigError(f"autotune measures the kernels: it cannot be combined with kernels={kernels!r}")
         rule = "autotune" if autotune else (kernels or "fixed")

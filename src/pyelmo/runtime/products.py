@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 import weakref
 from dataclasses import replace
 from typing import Callable
@@ -29,16 +28,6 @@ from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, row_clas
 #: level at one time step) run as one batched product on their weights stacked, when no kernel is
 #: forced: per-call overhead, not arithmetic, dominates them. Larger ones run one by one.
 BATCHED_MAX_WORK = 2**22
-
-
-def usable_bf16(requested: bool) -> bool:
-    """``requested``, unless this CPU lacks bfloat16 instructions: then a warning and ``False``."""
-    if requested and not bf16_supported():
-        warnings.warn("bfloat16 ignored: this CPU has no bfloat16 matrix instructions (AVX512-BF16, AMX or "
-                      "AVX-NE-CONVERT), where it would be far slower than float32; computing in exact float32",
-                      RuntimeWarning, stacklevel=3)
-        return False
-    return requested
 
 
 @functools.lru_cache(maxsize=4096)
@@ -114,12 +103,12 @@ class Products:
         """The kernel that computes ``x @ w.T``: the plan's (measured under autotune)."""
         if self.plan is None or x.device.type != "cpu" or x.dtype != torch.float32:
             return "mm"
-        if self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
-            return "onednn" if self.onednn and bf16_supported() else "mm"
         key = (row_class(x.shape[0]), tuple(w.shape))
         chosen = self.decisions.get(key)
         if chosen is None:
-            if self.plan.autotune:
+            if self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
+                chosen = "onednn" if self.onednn and bf16_supported() else "mm"
+            elif self.plan.autotune:
                 chosen = autotune.kernel(self, key[0], w)
             else:
                 chosen = self.plan.kernel(x.shape[0], key[1])

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from pyelmo.config import ElmoConfig
-from pyelmo.runtime.products import bf16_supported, usable_bf16
+from pyelmo.runtime.plan import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
 from pyelmo.lm.model import LanguageModel, evaluate, load_language_model
 from pyelmo.lm.text import TokenizedText
