@@ -47,7 +47,7 @@ def native_model_dir(model: str | None):
     """The native model directory ``--model`` names, or the shipped model's."""
     from pathlib import Path
 
-    from pyelmo.modelio.load import default_model_dir
+    from pyelmo.modelio.hub import default_model_dir
 
     return Path(model) if model else default_model_dir()
 

@@ -101,7 +101,7 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
 def model_directory(model: str | os.PathLike | None, weight_file: str | os.PathLike | None) -> Path:
     """The folder the word2vec baseline is kept in: the model folder, the weight file's
     folder for released-format models, or the shipped model's folder."""
-    from pyelmo.modelio.load import DEFAULT_MODEL_DIR
+    from pyelmo.modelio.hub import DEFAULT_MODEL_DIR
 
     if weight_file is not None:
         return Path(weight_file).resolve().parent
