@@ -545,7 +545,7 @@ def test_predict_only_the_blank_and_huge_k(ctx, capsys):
 
 # -- public loaders called directly -------------------------------------------------------------------
 def test_loaders_refuse_pickle_without_unpickling(tmp_path):
-    from pyelmo.training.trainer import CheckpointError, load_checkpoint
+    from pyelmo.training.checkpoints import CheckpointError, load_checkpoint
     from pyelmo.lm.vocab import DataError, Vocabulary
 
     sentinel = tmp_path / "PWNED"
@@ -573,7 +573,7 @@ def test_loaders_refuse_pickle_without_unpickling(tmp_path):
 
 
 def test_vocabulary_and_sentence_readers(tmp_path):
-    from pyelmo.embedding.embedder import read_sentences
+    from pyelmo.embedding.store import read_sentences
     from pyelmo.lm.vocab import DataError, Vocabulary
 
     (tmp_path / "dup.txt").write_text("<S>\n</S>\n<UNK>\na\na\n")

@@ -13,7 +13,7 @@ import torch
 
 from pyelmo.cli import main
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.training import trainer as trainer_mod
+from pyelmo.training.checkpoints import load_checkpoint
 from pyelmo.training.config import config_from_dict
 from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataOrder, shard
@@ -217,7 +217,7 @@ def test_resume_equals_uninterrupted(corpus, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         train(cfg, tmp_path / "part", data_dir=corpus)
     monkeypatch.setattr(Trainer, "train_step", original)
-    ckpt = trainer_mod.load_checkpoint(tmp_path / "part" / "checkpoint.pt")
+    ckpt = load_checkpoint(tmp_path / "part" / "checkpoint.pt")
     assert ckpt["step"] == 6
     assert main(["train", "--out", str(tmp_path / "part"), "--resume", "--no-progress"]) == 0
     a, b = load_native_tensors(full.model_dir), load_native_tensors(tmp_path / "part" / "model")

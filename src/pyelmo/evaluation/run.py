@@ -73,7 +73,8 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
     for task in tasks:
         start = time.monotonic()
         if task == "wsd":
-            from pyelmo.evaluation.wsd import evaluate_wsd, load_instances
+            from pyelmo.evaluation.wsd import evaluate_wsd
+            from pyelmo.evaluation.wsddata import load_instances
 
             wn = registry_source("wordnet", options.wordnet)
             instances = load_instances(wn, options.work_dir, options.progress, options.wsd_max_lemmas)

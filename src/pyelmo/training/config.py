@@ -19,7 +19,7 @@ from typing import Any
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig, preset
 from pyelmo.errors import ConfigError, PyelmoError
 
-__all__ = ["ConfigError", "TrainConfig", "config_from_dict", "load_config", "read_config_file"]
+__all__ = ["TrainConfig", "config_from_dict", "load_config", "read_config_file"]
 
 #: ``train.products``: the reference modules (``torch`` products, one convolution per width, one LSTM
 #: direction at a time), fewer and larger operations (the convolutions as one product, both directions
