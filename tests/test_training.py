@@ -264,7 +264,7 @@ def test_init_from_and_export(trained, corpus, tmp_path, capsys):
     assert not torch.equal(load_native_tensors(cont.model_dir)["softmax.weight"],
                            load_native_tensors(model_dir)["softmax.weight"])
     # export -> load -> identical outputs
-    assert main(["export", str(model_dir), "--format", "bilm-hdf5", str(tmp_path / "exp")]) == 0
+    assert main(["export", "--model", str(model_dir), "--format", "bilm-hdf5", str(tmp_path / "exp")]) == 0
     assert {"options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt"} <= {p.name for p in (tmp_path / "exp").iterdir()}
     native = from_pretrained(model_dir)
     exported = load_bilm_hdf5(tmp_path / "exp" / "options.json", tmp_path / "exp" / "weights.hdf5")
@@ -277,7 +277,7 @@ def test_init_from_and_export(trained, corpus, tmp_path, capsys):
 
     with h5py.File(tmp_path / "exp" / "softmax.hdf5") as f:
         assert np.array_equal(f["softmax/W"][...], load_native_tensors(model_dir)["softmax.weight"].numpy())
-    assert main(["perplexity", str(model_dir), str(corpus / "test" / "part.txt"), "--json"]) == 0
+    assert main(["perplexity", "--model", str(model_dir), str(corpus / "test" / "part.txt"), "--json"]) == 0
     ppl = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert ppl["average"] == pytest.approx(np.sqrt(ppl["forward"] * ppl["backward"]), rel=1e-6)
 
@@ -319,7 +319,7 @@ def test_bad_overrides_and_data_are_one_line_errors(corpus, tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 1 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert main(["train", "--out", str(tmp_path / "never"), "--resume"]) == 1
-    assert main(["perplexity", str(tmp_path / "nomodel"), str(corpus / "test" / "part.txt")]) == 1
+    assert main(["perplexity", "--model", str(tmp_path / "nomodel"), str(corpus / "test" / "part.txt")]) == 1
 
 
 def test_sampled_nll_matches_tf_formula_with_expected_count_correction():
