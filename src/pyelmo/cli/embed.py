@@ -24,14 +24,9 @@ measuring."""
 
 
 BF16_HELP = ("reduced precision: matrix products take bfloat16 inputs and weights (states, sums and outputs stay "
-             "float32); vectors differ from the exact ones by about 0.5%% of their largest value. On a CPU with "
-             "bfloat16 instructions (AVX512-BF16, AMX) the products run through oneDNN in bfloat16: measured 2.1-2.5x the "
-             "exact mode for the original size and 1.4-1.5x for small at batch 32, 1.0-1.1x at batch 1, on an Intel "
-             "Xeon with AMX; 0.9-2.2x on two AMD EPYCs with AVX512-BF16 (on the second 1.8x for original and 1.3x for "
-             "small at batch 32, 1.1x at batch 1; benchmarks/RESULTS.md). With the measured kernel choice (the default), "
-             "shape classes where bfloat16 is slower than float32 on this CPU (small products at batch 1) run exact "
-             "float32; on a CPU without them (e.g. AVX2 "
-             "only) it warns and computes exact float32 at the exact mode's speed; on a GPU, bfloat16 products")
+             "float32), so the vectors differ slightly from the exact ones. Needs a GPU or a CPU with bfloat16 "
+             "instructions (AVX512-BF16, AMX or AVX-NE-CONVERT); elsewhere it warns and computes exact float32. "
+             "Speed and accuracy: benchmarks/RESULTS.md")
 
 TOKENIZE_HELP = ("the lines are raw text: tokenize them (Moses-style, as `pyelmo similarity`) instead of splitting "
                  "on whitespace")
