@@ -16,12 +16,13 @@ import torch
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.embedding.embedder import ElmoEmbedder, token_budget_batches
+from pyelmo.embedding.embedder import ElmoEmbedder
 from pyelmo.runtime import autotune as kernelchoice; from pyelmo.runtime import products as kernels; from pyelmo.runtime import options as strategy
 from pyelmo.modeling.encoder import TokenCache, encode_distinct
 from pyelmo.runtime.products import PLAIN, Products, conv_max_gemm, onednn_available
 from pyelmo.runtime.options import CarriedStates, PackedRows, RunOptions, run_packed_pair
 from pyelmo.modelio.weights import load_bilm_hdf5
+from pyelmo.text.batching import token_budget_batches
 
 ATOL = 1e-5
 
@@ -391,7 +392,7 @@ def test_embed_file_sentence_keys_keep_first(tmp_path):
 
 def test_shards_merge_to_the_unsharded_file(tmp_path):
     from pyelmo.cli import main
-    from pyelmo.embedding.embedder import merge_shards
+    from pyelmo.embedding.store import merge_shards
     from pyelmo.modelio.weights import save_bilm_hdf5
 
     sentences = [" ".join(s) for s in _sentences(21, seed=8)] + ["a cat", "the dog", "a cat"]

@@ -17,6 +17,7 @@ import torch
 
 from httpserver import FileServer
 from pyelmo.modelio import hub
+from pyelmo.modelio.downloads import DownloadError
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.cli import main
 from pyelmo.errors import PyelmoError, WeightFileError
@@ -104,7 +105,7 @@ def test_released_names_through_a_mirror(cache, monkeypatch):
 def test_killed_download_resumes_with_a_range_request(cache, server, tiny):
     half = len(WEIGHTS) // 2
     server.cut["/m/weights.hdf5"] = half
-    with pytest.raises(hub.DownloadError, match="stopped at .*run again to resume"):
+    with pytest.raises(DownloadError, match="stopped at .*run again to resume"):
         hub.resolve("tiny-test", progress=False)
     part = cache / "models" / "tiny-test" / ".weights.hdf5.part"
     assert part.stat().st_size == half
@@ -121,7 +122,7 @@ def test_pinned_digest_mismatch_is_rejected_and_removed(cache, server, tiny, mon
     server.files["/m/weights.hdf5"] = bytes(corrupt)
     pinned = hub.Release(**{**tiny.__dict__, "sha256": (("weights.hdf5", hashlib.sha256(WEIGHTS).hexdigest()),)})
     monkeypatch.setitem(hub.RELEASES, "tiny-test", pinned)
-    with pytest.raises(hub.DownloadError) as info:
+    with pytest.raises(DownloadError) as info:
         hub.resolve("tiny-test", progress=False)
     assert "\n" not in str(info.value) and "sha256" in str(info.value)
     folder = cache / "models" / "tiny-test"
@@ -145,7 +146,7 @@ def test_cached_file_changed_on_disk_is_detected(cache, server, tiny):
     data = bytearray(files.weights.read_bytes())
     data[100] ^= 0xFF
     files.weights.write_bytes(bytes(data))
-    with pytest.raises(hub.DownloadError, match="changed since download"):
+    with pytest.raises(DownloadError, match="changed since download"):
         hub.resolve("tiny-test", progress=False)
     assert not files.weights.exists()
     assert hub.resolve("tiny-test", progress=False).weights.read_bytes() == WEIGHTS
@@ -157,7 +158,7 @@ def test_a_later_download_must_match_the_digest_recorded_by_the_first(cache, ser
     changed = bytearray(WEIGHTS)
     changed[len(changed) // 2] ^= 0xFF
     server.files["/m/weights.hdf5"] = bytes(changed)
-    with pytest.raises(hub.DownloadError, match="recorded at the first download"):
+    with pytest.raises(DownloadError, match="recorded at the first download"):
         hub.resolve("tiny-test", progress=False)
     assert not files.weights.exists() and leftovers(cache) == []
 
@@ -213,7 +214,7 @@ def test_offline_mode_names_the_file_the_place_and_the_url(cache, tiny, monkeypa
 
 def test_unreachable_server_is_one_line_naming_the_url(cache, monkeypatch):
     url = "http://127.0.0.1:9/nothing/model.zip"  # port 9 (discard): connection refused
-    with pytest.raises(hub.DownloadError) as info:
+    with pytest.raises(DownloadError) as info:
         hub.resolve(url, progress=False)
     assert url in str(info.value) and "\n" not in str(info.value)
 

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from pyelmo.evaluation.demo import SEED_PAIRS, similarity_rows  # noqa: E402
 from pyelmo.serve import Limits, build_service, create_app  # noqa: E402
-from pyelmo.serve.app import Service  # noqa: E402
+from pyelmo.serve.service import Service  # noqa: E402
 from pyelmo.serve.batching import Batcher  # noqa: E402
 
 BANK = SEED_PAIRS[0][1]
@@ -281,7 +281,7 @@ def test_the_batcher_survives_errors_and_cancellations():
 def test_a_client_that_leaves_cancels_its_queued_work():
     import asyncio
 
-    from pyelmo.serve.app import BodyLimit
+    from pyelmo.serve.errors import BodyLimit
 
     embedder = _CountingEmbedder(delay=0.3)
     batcher = Batcher(embedder, max_wait=0.0)

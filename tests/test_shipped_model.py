@@ -12,7 +12,7 @@ import pyelmo
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.cli import main
 from pyelmo.embedding.embedder import ElmoEmbedder
-from pyelmo.modelio.load import DEFAULT_MODEL_DIR
+from pyelmo.modelio.hub import DEFAULT_MODEL_DIR
 from pyelmo.lm.predict import WordPredictor
 from pyelmo.evaluation.senses import read_sense_examples, sense_accuracy_per_layer
 from pyelmo.modelio.weights import load_bilm_hdf5, save_bilm_hdf5

@@ -19,8 +19,9 @@ import torch
 from pyelmo.cli import main
 from pyelmo.errors import InputError
 from pyelmo.tasks.data import read_classify, read_tagged
+from pyelmo.tasks.options import BiLMSource, TrainOptions
 from pyelmo.tasks.static import read_text_vectors
-from pyelmo.tasks.train import BiLMSource, TrainOptions, load_task, passes_per_epoch, train_task
+from pyelmo.tasks.train import load_task, passes_per_epoch, train_task
 
 REF = Path(__file__).parent / "fixtures" / "reference"
 OPTIONS, WEIGHTS = REF / "allennlp" / "options.json", REF / "allennlp" / "lm_weights.hdf5"

@@ -13,7 +13,7 @@ import torch
 
 from pyelmo.cli import main
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.training import trainer as trainer_mod
+from pyelmo.training.checkpoints import load_checkpoint
 from pyelmo.training.config import config_from_dict
 from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataOrder, shard
@@ -218,7 +218,7 @@ def test_resume_equals_uninterrupted(corpus, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         train(cfg, tmp_path / "part", data_dir=corpus)
     monkeypatch.setattr(Trainer, "train_step", original)
-    ckpt = trainer_mod.load_checkpoint(tmp_path / "part" / "checkpoint.pt")
+    ckpt = load_checkpoint(tmp_path / "part" / "checkpoint.pt")
     assert ckpt["step"] == 6
     assert main(["train", "--out", str(tmp_path / "part"), "--resume", "--no-progress"]) == 0
     a, b = load_native_tensors(full.model_dir), load_native_tensors(tmp_path / "part" / "model")
@@ -265,7 +265,7 @@ def test_init_from_and_export(trained, corpus, tmp_path, capsys):
     assert not torch.equal(load_native_tensors(cont.model_dir)["softmax.weight"],
                            load_native_tensors(model_dir)["softmax.weight"])
     # export -> load -> identical outputs
-    assert main(["export", str(model_dir), "--format", "bilm-hdf5", str(tmp_path / "exp")]) == 0
+    assert main(["export", "--model", str(model_dir), "--format", "bilm-hdf5", str(tmp_path / "exp")]) == 0
     assert {"options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt"} <= {p.name for p in (tmp_path / "exp").iterdir()}
     native = from_pretrained(model_dir)
     exported = load_bilm_hdf5(tmp_path / "exp" / "options.json", tmp_path / "exp" / "weights.hdf5")
@@ -278,7 +278,7 @@ def test_init_from_and_export(trained, corpus, tmp_path, capsys):
 
     with h5py.File(tmp_path / "exp" / "softmax.hdf5") as f:
         assert np.array_equal(f["softmax/W"][...], load_native_tensors(model_dir)["softmax.weight"].numpy())
-    assert main(["perplexity", str(model_dir), str(corpus / "test" / "part.txt"), "--json"]) == 0
+    assert main(["perplexity", "--model", str(model_dir), str(corpus / "test" / "part.txt"), "--json"]) == 0
     ppl = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert ppl["average"] == pytest.approx(np.sqrt(ppl["forward"] * ppl["backward"]), rel=1e-6)
 
@@ -320,7 +320,7 @@ def test_bad_overrides_and_data_are_one_line_errors(corpus, tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 1 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert main(["train", "--out", str(tmp_path / "never"), "--resume"]) == 1
-    assert main(["perplexity", str(tmp_path / "nomodel"), str(corpus / "test" / "part.txt")]) == 1
+    assert main(["perplexity", "--model", str(tmp_path / "nomodel"), str(corpus / "test" / "part.txt")]) == 1
 
 
 def test_sampled_nll_matches_tf_formula_with_expected_count_correction():

@@ -25,9 +25,10 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """--bf16, --autotune and --kernels: the execution plan of the inference products."""
     group = parser.add_argument_group("execution plan (default: a fixed rule of this CPU; the same bits every run)")
     group.add_argument("--bf16", action="store_true",
-                       help="reduced precision: products on bfloat16 inputs and weights with float32 sums, on a CPU "
-                            "with bfloat16 instructions (else a warning and exact float32); see "
-                            "benchmarks/RESULTS.md for speed and error")
+                       help="reduced precision: matrix products take bfloat16 inputs and weights (states, sums and "
+                            "outputs stay float32), so the vectors differ slightly from the exact ones. Needs a GPU or "
+                            "a CPU with bfloat16 instructions (AVX512-BF16, AMX or AVX-NE-CONVERT); elsewhere it warns "
+                            "and computes exact float32. Speed and accuracy: benchmarks/RESULTS.md")
     group.add_argument("--autotune", action="store_true",
                        help="measure the fastest kernel of each product shape here once and keep the choices on "
                             "disk (~/.cache/pyelmo/kernels/); results equal the default plan's within float "
@@ -62,7 +63,7 @@ def native_model_dir(model: str | None):
     """The native model directory ``--model`` names, or the shipped model's."""
     from pathlib import Path
 
-    from pyelmo.modelio.load import default_model_dir
+    from pyelmo.modelio.hub import default_model_dir
 
     return Path(model) if model else default_model_dir()
 

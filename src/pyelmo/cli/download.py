@@ -7,7 +7,7 @@ import argparse
 DOWNLOAD_DESCRIPTION = """\
 Fetch a model into the cache ($PYELMO_HOME, else ~/.cache/pyelmo) and verify it: size,
 sha256 (pinned, or recorded on the first download and checked afterwards) and every
-dataset the options require. SOURCE is a name from 'pyelmo models', a URL (of a .zip /
+dataset the options require. NAME|URL is a name from 'pyelmo models', a URL (of a .zip /
 .tar.gz archive holding options.json + model.hdf5, as NLPL's repository serves them, or of
 a weight file with options.json beside it), or a local archive. An interrupted download
 resumes where it stopped. With PYELMO_OFFLINE=1 nothing is fetched: the error names the

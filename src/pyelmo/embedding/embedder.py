@@ -8,13 +8,14 @@ from typing import BinaryIO, Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from pyelmo.text.batching import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE,  # noqa: F401
-                             SORT_WINDOW, chunks, token_budget_batches)
+from pyelmo.text.batching import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE, SORT_WINDOW,
+                                  chunks, token_budget_batches)
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.errors import InputError
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import ExecutionPlan
+
 
 class ElmoEmbedder:
     """Per-token ELMo vectors from a biLM.
@@ -141,11 +142,3 @@ class ElmoEmbedder:
                                 skip_blank_lines=skip_blank_lines, overwrite=overwrite, progress=progress,
                                 shard=shard, resume=resume, tokenize=tokenize)
 
-
-def __getattr__(name: str):
-    """Names that moved to ``pyelmo.embedding.store`` (the embedding file store), importable from here as before."""
-    if name in ("merge_shards", "read_sentences", "SEGMENT_LINES", "OUTPUT_FORMATS"):
-        import pyelmo.embedding.store
-
-        return getattr(pyelmo.embedding.store, name)
-    raise AttributeError(f"module 'pyelmo.embedding.embedder' has no attribute {name!r}")

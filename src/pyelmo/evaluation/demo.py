@@ -79,9 +79,6 @@ SENSE_CONTEXTS: dict[str, dict[str, list[str]]] = {
     },
 }
 
-#: Several contexts per sense of "bank" (kept for compatibility; see ``SENSE_CONTEXTS``).
-BANK_CONTEXTS: dict[str, list[str]] = SENSE_CONTEXTS["bank"]
-
 
 @dataclass
 class SimilarityRow:

@@ -150,7 +150,8 @@ def full_softmax_nll(h: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bia
 # -- loading and export ---------------------------------------------------------------------
 def load_language_model(model_dir: PathLike, dropout: float = 0.0) -> tuple[LanguageModel, Vocabulary]:
     """A trained model directory (``save_pretrained`` layout + softmax + ``vocab.txt``), read once."""
-    from pyelmo.modelio.weights import WeightFileError, load_native_state, load_native_tensors, native_model_config
+    from pyelmo.errors import WeightFileError
+    from pyelmo.modelio.weights import load_native_state, load_native_tensors, native_model_config
 
     model_dir = Path(model_dir)
     config = native_model_config(model_dir)

@@ -71,7 +71,7 @@ class WordPredictor:
                         candidates: int | None = None) -> "WordPredictor":
         """Load a model directory written by ``pyelmo train`` (biLM, softmax, ``vocab.txt``); default: shipped.
         ``candidates``: see the class (default :data:`CANDIDATES`)."""
-        from pyelmo.modelio.load import default_model_dir
+        from pyelmo.modelio.hub import default_model_dir
 
         lm, vocab = load_language_model(directory if directory is not None else default_model_dir())
         return cls(lm, vocab, CANDIDATES if candidates is None else candidates)

@@ -1,4 +1,4 @@
-"""Released models by name, and the model cache they are downloaded into.
+"""Models by name (the shipped ``english`` one and the released ones), and the model cache.
 
 ``resolve("original")`` returns the local options and weight files of a released model,
 downloading them on first use (:mod:`pyelmo.modelio.downloads`: resumable, locked, checked
@@ -23,15 +23,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyelmo.config import ElmoConfig, preset
-from pyelmo.modelio.downloads import DownloadError, Ledger, fetch  # noqa: F401  (DownloadError: its former home)
 from pyelmo.errors import PyelmoError, WeightFileError
 from pyelmo.fileio import PathLike
-from pyelmo.modelio.archives import (OPTIONS_NAME, WEIGHTS_NAME, ModelFiles, check_structure,  # noqa: F401
-                               find_model_files, unpack_archive)
+from pyelmo.modelio.archives import OPTIONS_NAME, WEIGHTS_NAME, ModelFiles, check_structure, unpack_archive
+from pyelmo.modelio.downloads import Ledger, fetch
 
 #: Where AllenNLP published the released ELMo models (allennlp.org/elmo and AllenNLP's code).
 ALLENNLP_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
+#: Where the package ships its default English model (package data; the name ``english``).
+DEFAULT_MODEL_DIR = Path(__file__).parents[1] / "pretrained" / "english"
+
+
+def default_model_dir() -> Path:
+    """The shipped model's directory; a clear error if this installation lacks it."""
+    if not (DEFAULT_MODEL_DIR / "model.safetensors").exists():
+        raise WeightFileError(
+            "this installation has no shipped model; pass --model DIR or --options-file/--weight-file"
+        )
+    return DEFAULT_MODEL_DIR
 
 
 @dataclass(frozen=True)
@@ -203,8 +213,6 @@ def download(source: str, directory: PathLike | None = None, progress: bool = Tr
 
 def listing(root: PathLike | None = None) -> list[dict]:
     """One row per registered model: name, approximate size, dims, source, cached."""
-    from pyelmo.modelio.load import DEFAULT_MODEL_DIR
-
     weights = DEFAULT_MODEL_DIR / "model.safetensors"
     size = f"{weights.stat().st_size / 1e6:.0f} MB" if weights.exists() else "-"
     rows = [{"name": "english", "size": size, "dims": _dims(_shipped_config()),
@@ -223,7 +231,6 @@ def _dims(config: ElmoConfig | None) -> str:
 
 
 def _shipped_config() -> ElmoConfig | None:
-    from pyelmo.modelio.load import DEFAULT_MODEL_DIR
     from pyelmo.modelio.weights import read_native_config
 
     try:
@@ -232,5 +239,5 @@ def _shipped_config() -> ElmoConfig | None:
         return None
 
 
-__all__ = ["Release", "RELEASES", "register", "resolve", "download", "fetch", "listing", "cache_root",
-           "ModelFiles", "DownloadError", "find_model_files", "check_structure"]
+__all__ = ["Release", "RELEASES", "register", "resolve", "download", "listing", "cache_root", "DEFAULT_MODEL_DIR",
+           "default_model_dir"]

@@ -5,20 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pyelmo.modeling.bilm import BiLM
 from pyelmo.errors import WeightFileError
-
-#: Where the package ships its default English model (package data).
-DEFAULT_MODEL_DIR = Path(__file__).parents[1] / "pretrained" / "english"
-
-
-def default_model_dir() -> Path:
-    """The shipped model's directory; a clear error if this installation lacks it."""
-    if not (DEFAULT_MODEL_DIR / "model.safetensors").exists():
-        raise WeightFileError(
-            "this installation has no shipped model; pass --model DIR or --options-file/--weight-file"
-        )
-    return DEFAULT_MODEL_DIR
+from pyelmo.modeling.bilm import BiLM
 
 
 def load(model: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None) -> BiLM:
@@ -33,6 +21,7 @@ def load(model: str | os.PathLike | None = None, weight_file: str | os.PathLike 
       (``pyelmo.modelio.hub``) and verified.
     """
     import pyelmo.modelio.hub as hub
+    from pyelmo.modelio.archives import find_model_files
     from pyelmo.modelio.weights import CONFIG_NAME, from_pretrained, load_bilm_hdf5
 
     if weight_file is not None:
@@ -40,14 +29,14 @@ def load(model: str | os.PathLike | None = None, weight_file: str | os.PathLike 
             raise WeightFileError("a weight file needs its options file")
         return load_bilm_hdf5(model, weight_file)
     if model is None or model == "english":
-        return from_pretrained(default_model_dir())
+        return from_pretrained(hub.default_model_dir())
     path = Path(model)
     name = str(model)
     if not path.exists() and (hub.is_url(name) or os.sep not in name) or path.is_file() and hub.is_archive(name):
         files = hub.resolve(name)
         return load_bilm_hdf5(files.options, files.weights)
     if path.is_dir() and not (path / CONFIG_NAME).exists() and any(path.glob("*.hdf5")):
-        files = hub.find_model_files(path)  # an unpacked released model (e.g. NLPL's options.json + model.hdf5)
+        files = find_model_files(path)  # an unpacked released model (e.g. NLPL's options.json + model.hdf5)
         return load_bilm_hdf5(files.options, files.weights)
     if path.is_dir() and (path / CONFIG_NAME).is_file():
         from pyelmo.modelio import elmoformanylangs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from fastapi.responses import Response
@@ -13,9 +13,7 @@ from pyelmo.errors import InputError
 from pyelmo.evaluation.senses import find_word
 from pyelmo.serve.errors import ApiError, AsciiJSONResponse
 from pyelmo.serve.schemas import EmbedRequest, NeighboursRequest, PredictRequest, Sentence, SimilarityRequest
-
-if TYPE_CHECKING:
-    from pyelmo.serve.app import Service
+from pyelmo.serve.service import Service
 
 #: Answers with more floats than this are rendered in a worker thread.
 LARGE_ANSWER = 200_000

@@ -108,6 +108,21 @@ def read_tagged(path: str | os.PathLike, labelled: bool = True) -> list[Example]
     return _nonempty(path, examples)
 
 
+def append_tags(path: str | os.PathLike, examples: Sequence[Example], tags: Sequence[Sequence[str]]) -> str:
+    """The CoNLL-style file ``path`` with a tab and a tag appended to each token line: ``tags[i]``
+    are the tags of ``examples[i]`` (``read_tagged(path, labelled=False)``), in token order."""
+    starts = {e.line: t for e, t in zip(examples, tags)}
+    out, pending = [], []
+    for number, line in _lines(path):
+        if number in starts:
+            pending = list(starts[number])
+        if line.strip() and not line.split()[0] == "-DOCSTART-" and pending:
+            out.append(f"{line}\t{pending.pop(0)}\n")
+        else:
+            out.append(line + "\n")
+    return "".join(out)
+
+
 def read_examples(kind: str, path: str | os.PathLike, pretokenized: bool = False,
                   labelled: bool = True) -> list[Example]:
     """The reader for ``kind`` (``classify`` or ``tag``)."""

@@ -28,7 +28,7 @@ from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataFiles, DataOrder, resolve_data, shard
 from pyelmo.lm.vocab import DataError, Vocabulary, vocab_from_files
 from pyelmo.fileio import PathLike, write_text_atomic
-from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,  # noqa: F401
+from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,
                                          CheckpointError, copy_dir_atomic, load_checkpoint, metrics_record_step,
                                          plot_metrics, read_run, remove_stale_temporaries, torch_save_atomic)
 from pyelmo.training.distributed import setup_distributed
