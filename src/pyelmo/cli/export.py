@@ -48,10 +48,9 @@ def model_and_outdir(args: argparse.Namespace) -> tuple[str | None, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.cli.common import native_model_dir
     from pyelmo.lm.model import export_bilm_hdf5
 
     model, outdir = model_and_outdir(args)
-    out = export_bilm_hdf5(native_model_dir(model), outdir, overwrite=args.overwrite)
+    out = export_bilm_hdf5(model, outdir, overwrite=args.overwrite)
     print(f"wrote {out}/options.json, weights.hdf5, softmax.hdf5, vocab.txt")
     return 0
