@@ -164,7 +164,7 @@ def language_model_dir(model: PathLike | None = None) -> Path:
     path = Path(model)
     if not path.exists():
         if str(model) in hub.RELEASES or hub.is_url(str(model)):
-            raise no_softmax(f"the released model {str(model)!r}")
+            raise no_softmax(f"the {'released' if str(model) in hub.RELEASES else 'downloaded'} model {str(model)!r}")
         raise WeightFileError(f"model directory not found: {path}")
     if path.is_file():
         raise no_softmax(f"{path} (a file)")
