@@ -203,13 +203,42 @@ def test_two_processes_downloading_at_once_end_with_one_good_file(cache, server,
     assert leftovers(cache) == []
 
 
-def test_offline_mode_names_the_file_the_place_and_the_url(cache, tiny, monkeypatch, capsys):
+def test_offline_mode_names_every_file_its_url_and_place_in_one_message(cache, tiny, monkeypatch, capsys):
     monkeypatch.setenv("PYELMO_OFFLINE", "1")
+    folder = cache / "models" / "tiny-test"
     assert main(["embed", "--model", "tiny-test", "in.txt", "out.hdf5"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err
-    assert tiny.options_url in err and str(cache / "models" / "tiny-test" / "options.json") in err
-    assert "PYELMO_OFFLINE" in err
+    assert "\n" not in err and "PYELMO_OFFLINE" in err
+    assert f"{tiny.options_url} to {folder / 'options.json'}" in err
+    assert f"{tiny.weights_url} to {folder / 'weights.hdf5'}" in err
+    assert f"'pyelmo download tiny-test --dir DIR' and copy DIR/models/tiny-test to {folder}" in err
+    # the user does what it says: one file by hand, then the message names only the other
+    folder.mkdir(parents=True)
+    (folder / "options.json").write_bytes(OPTIONS)
+    with pytest.raises(DownloadError) as info:
+        hub.resolve("tiny-test")
+    assert f"{tiny.weights_url} to {folder / 'weights.hdf5'}" in str(info.value)
+    assert tiny.options_url not in str(info.value) and "(options.json is there)" in str(info.value)
+    (folder / "weights.hdf5").write_bytes(WEIGHTS)
+    assert torch.equal(outputs(pyelmo_load("tiny-test")), direct())
+
+
+def test_offline_mode_for_a_url_names_the_weights_and_their_options(cache, monkeypatch):
+    monkeypatch.setenv("PYELMO_OFFLINE", "1")
+    url = "http://127.0.0.1:9/x/elmo_tiny_weights.hdf5"
+    with pytest.raises(DownloadError) as info:
+        hub.resolve(url)
+    message = str(info.value)
+    folder = cache / "models" / hub.url_folder(url)
+    assert f"{url} to {folder / 'weights.hdf5'}" in message
+    assert f"http://127.0.0.1:9/x/elmo_tiny_options.json to {folder / 'options.json'}" in message
+    assert f"pyelmo download {url} --dir DIR" in message
+
+
+def pyelmo_load(name):
+    import pyelmo
+
+    return pyelmo.load(name)
 
 
 def test_unreachable_server_is_one_line_naming_the_url(cache, monkeypatch):

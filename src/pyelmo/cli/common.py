@@ -8,15 +8,20 @@ from pyelmo.errors import InputError
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) -> None:
-    """--model, and (with ``released``) --options-file / --weight-file."""
+    """--model, and (with ``released``) --options-file / --weight-file; without ``released``, for the
+    commands that need the softmax too (predict, perplexity, export)."""
     group = parser.add_argument_group("model (default: the shipped English model)")
     if not released:
-        group.add_argument("--model", metavar="DIR", help="native model directory (config.json + model.safetensors)")
+        group.add_argument("--model", metavar="DIR",
+                           help="a model with its softmax: a folder 'pyelmo train' wrote (RUN or RUN/model), one "
+                                "'pyelmo export' wrote, or english (the shipped model). The released models "
+                                "(original, ...) have none")
         return
     group.add_argument("--model", metavar="NAME|DIR|URL",
                        help="a released model by name (english, small, medium, original, original-5.5b, pubmed; "
-                            "see 'pyelmo models'; downloaded once into the cache), a model directory, or a URL "
-                            "or .zip/.tar.gz archive holding options.json + model.hdf5")
+                            "see 'pyelmo models'; downloaded once into the cache), a model folder ('pyelmo train', "
+                            "'export' or 'convert' output, or DIR/models/NAME after 'pyelmo download NAME --dir "
+                            "DIR'), or a URL or .zip/.tar.gz archive holding options.json + model.hdf5")
     group.add_argument("--options-file", metavar="JSON", help="released-format options file (with --weight-file)")
     group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
@@ -57,15 +62,6 @@ def positionals_anywhere(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     """Let ``parser`` (a command's parser) take its positionals anywhere among its options."""
     parser.__class__ = _PositionalsAnywhere
     return parser
-
-
-def native_model_dir(model: str | None):
-    """The native model directory ``--model`` names, or the shipped model's."""
-    from pathlib import Path
-
-    from pyelmo.modelio.hub import default_model_dir
-
-    return Path(model) if model else default_model_dir()
 
 
 def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:

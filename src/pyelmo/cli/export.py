@@ -31,13 +31,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.cli.common import native_model_dir
     from pyelmo.errors import InputError
     from pyelmo.lm.model import export_bilm_hdf5
 
     if (Path(args.outdir) / "config.json").is_file():
         hint = "" if args.model else f": pyelmo export --model {args.outdir} OUTDIR"
         raise InputError(f"{args.outdir} is a model directory, not an output folder{hint}")
-    out = export_bilm_hdf5(native_model_dir(args.model), args.outdir, overwrite=args.overwrite)
+    out = export_bilm_hdf5(args.model, args.outdir, overwrite=args.overwrite)
     print(f"wrote {out}/options.json, weights.hdf5, softmax.hdf5, vocab.txt")
     return 0

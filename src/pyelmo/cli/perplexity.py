@@ -8,8 +8,9 @@ import json
 from pyelmo.cli.common import add_model_arguments, positionals_anywhere
 
 DESCRIPTION = """\
-Full-softmax perplexity of a model trained with "pyelmo train" (or of the shipped English model)
-on FILEs of one whitespace-tokenized sentence per line; blank lines are skipped.
+Full-softmax perplexity of a model trained with "pyelmo train" (its run folder or model/, or the
+folder "pyelmo export" wrote from it; default: the shipped English model) on FILEs of one
+whitespace-tokenized sentence per line; blank lines are skipped.
 
   pyelmo perplexity --model runs/x/model data/corpus/test/*.txt"""
 
@@ -26,13 +27,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.cli.common import native_model_dir
     from pyelmo.errors import InputError
     from pyelmo.lm.model import perplexity
 
     if args.batch_tokens < 3:
         raise InputError(f"--batch-tokens must be at least 3, got {args.batch_tokens}")
-    result = perplexity(native_model_dir(args.model), args.files, batch_tokens=args.batch_tokens)
+    result = perplexity(args.model, args.files, batch_tokens=args.batch_tokens)
     if args.json:
         print(json.dumps({"forward": result.forward, "backward": result.backward, "average": result.average,
                           "predictions": result.tokens}))

@@ -54,7 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an --out that holds an earlier run (its checkpoint is replaced)")
-    p.add_argument("--init-from", metavar="MODEL_DIR", help="start from a trained model (its vocabulary too)")
+    p.add_argument("--init-from", metavar="MODEL_DIR",
+                   help="start from a trained model and its vocabulary: a run folder, its model/, an exported "
+                        "folder, or english (the shipped model)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. lstm.dim=512 (repeatable)")
     for flag, key, kind, text in FLAGS:

@@ -26,7 +26,7 @@ from pyelmo.config import ElmoConfig, preset
 from pyelmo.errors import PyelmoError, WeightFileError
 from pyelmo.fileio import PathLike
 from pyelmo.modelio.archives import OPTIONS_NAME, WEIGHTS_NAME, ModelFiles, check_structure, unpack_archive
-from pyelmo.modelio.downloads import Ledger, fetch
+from pyelmo.modelio.downloads import Ledger, check_offline, fetch
 
 #: Where AllenNLP published the released ELMo models (allennlp.org/elmo and AllenNLP's code).
 ALLENNLP_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
@@ -164,6 +164,7 @@ def resolve(source: str, root: PathLike | None = None, progress: bool = True) ->
 
 def fetch_release(release: Release, root: PathLike | None = None, progress: bool = True) -> ModelFiles:
     directory = models_dir(root) / release.name
+    check_offline({directory / name: url for name, url in release.urls().items()}, release.name)
     pins, sizes = dict(release.sha256), dict(release.sizes)
     files = {name: fetch(url, directory / name, pins.get(name), sizes.get(name), progress)
              for name, url in release.urls().items()}
@@ -176,6 +177,8 @@ def fetch_url(url: str, root: PathLike | None = None, progress: bool = True) -> 
     """A URL of an archive, or of a weight file whose options sit next to it (``options_url_for``)."""
     directory = models_dir(root) / url_folder(url)
     name = url.rstrip("/").rsplit("/", 1)[-1]
+    check_offline({directory / name: url} if is_archive(name) else
+                  {directory / WEIGHTS_NAME: url, directory / OPTIONS_NAME: options_url_for(url)}, url)
     if is_archive(name):
         archive = fetch(url, directory / name, progress=progress)
         try:

@@ -23,7 +23,7 @@ import torch
 from pyelmo.config import ElmoConfig
 from pyelmo.runtime.products import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
-from pyelmo.lm.model import LanguageModel, evaluate, load_language_model
+from pyelmo.lm.model import LanguageModel, evaluate, language_model_dir, load_language_model
 from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataFiles, DataOrder, resolve_data, shard
 from pyelmo.lm.vocab import DataError, Vocabulary, vocab_from_files
@@ -78,7 +78,7 @@ class Trainer:
 
         if not resume:
             if self.init_from:
-                vocab = Vocabulary.load(Path(self.init_from) / "vocab.txt")
+                vocab = Vocabulary.load(language_model_dir(self.init_from) / "vocab.txt")
             elif config.vocab.path:
                 vocab = Vocabulary.load(config.vocab.path)
             else:
