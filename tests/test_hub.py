@@ -307,6 +307,30 @@ def test_archive_without_a_model_is_refused(cache, tmp_path):
     assert [name for name in kept if name != "files.json" and not name.endswith(".lock")] == []
 
 
+def _tar(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("suffix, pack", [(".zip", _zip), (".tar.gz", _tar)])
+@pytest.mark.parametrize("member", ["../escaped.txt", "elmo/../../escaped.txt", "ABSOLUTE"])
+def test_archive_entries_outside_its_folder_are_refused(cache, tmp_path, suffix, pack, member):
+    """A model archive with a ``../`` or an absolute entry is refused before anything is unpacked."""
+    if member == "ABSOLUTE":
+        member = str(tmp_path / "escaped.txt")
+    archive = tmp_path / f"model{suffix}"
+    archive.write_bytes(pack({"options.json": OPTIONS, "model.hdf5": WEIGHTS, member: b"x"}))
+    with pytest.raises(PyelmoError, match="has an entry outside its folder"):
+        hub.resolve(str(archive))
+    assert not list(tmp_path.rglob("escaped.txt")) and not list(cache.rglob("model.hdf5"))
+    assert leftovers(cache) == []
+
+
 def test_unknown_name_lists_the_known_ones(cache):
     import pyelmo
 

@@ -132,6 +132,40 @@ def test_tokenize_neighbours_and_predict(client, service):
                                                                           abs=1e-6)
 
 
+def test_neighbour_similarities_are_cosines_of_the_vectors(client, service):
+    """Each neighbour's similarity equals the cosine of the two tokens' vectors, embedded here on their own."""
+    answer = client.post("/v1/neighbours", json={"sentence": "I sat on the bank of the river .", "word": "bank",
+                                                  "k": 3}).json()
+    query = service.embedder.embed_sentence(answer["tokens"])[:, answer["position"]]  # (L, D)
+    query = np.concatenate([query, query.mean(axis=0, keepdims=True)])
+    names = [f"layer {i}" for i in range(len(query) - 1)] + ["average"]
+    assert set(answer["layers"]) == set(names)
+    for k, name in enumerate(names):
+        for nb in answer["layers"][name]:
+            other = service.embedder.embed_sentence(nb["sentence"].split(" "))[:, nb["position"]]
+            other = np.concatenate([other, other.mean(axis=0, keepdims=True)])[k]
+            cosine = float(query[k] @ other / (np.linalg.norm(query[k]) * np.linalg.norm(other)))
+            assert nb["similarity"] == pytest.approx(cosine, abs=1e-5), (name, nb)
+    assert np.linalg.norm(query[-1]) > 2  # the vectors are far from unit length: an unnormalised query would show
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/embed", lambda tokens: {"sentences": ["ok", tokens]}, "sentences[1]"),
+    ("/v1/embed", lambda tokens: {"sentences": [" ".join(tokens)]}, "sentences[0]"),
+    ("/v1/neighbours", lambda tokens: {"sentence": tokens, "word": "bank"}, "sentence"),
+    ("/v1/predict", lambda tokens: {"sentence": tokens, "position": 1}, "sentence"),
+    ("/v1/predict", lambda tokens: {"sentence": " ".join(["___", *tokens[1:]])}, "sentence"),
+])
+def test_a_sentence_of_exactly_the_token_limit_is_accepted(client, service, path, body, field):
+    limit = service.limits.max_tokens
+    at_limit = ["the", "bank", *["w"] * (limit - 2)]
+    response = client.post(path, json=body(at_limit))
+    assert response.status_code == 200, response.text
+    over = client.post(path, json=body([*at_limit, "w"]))
+    assert over.status_code == 422 and over.json()["error"]["field"] == field, over.text
+    assert f"{limit + 1} tokens; at most {limit}" in over.json()["error"]["message"]
+
+
 @pytest.mark.parametrize("path, body, status, field", [
     ("/v1/embed", {"sentences": []}, 422, "sentences"),
     ("/v1/embed", {"sentences": ["x"] * 65}, 422, "sentences"),

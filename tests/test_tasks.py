@@ -128,6 +128,62 @@ def test_crf_likelihood_matches_brute_force():
     assert tuple(crf.decode(emissions)[0]) == max(all_scores, key=lambda s: all_scores[s])
 
 
+def test_crf_loss_and_decoding_of_a_padded_batch_equal_each_sentence_alone():
+    """The tagger's CRF reads the mask: padding adds nothing to the loss (the batch mean of the sentences'
+    own losses) and changes no decoded tag."""
+    from pyelmo.tasks.model import ModelConfig, TaskModel
+
+    torch.manual_seed(0)
+    model = TaskModel(ModelConfig(kind="tag", n_labels=3, static_dim=4, static_size=6, hidden=5, dropout=0.0),
+                      torch.randn(6, 4)).eval()
+    with torch.no_grad():
+        for p in model.crf.parameters():
+            p.normal_()
+    lengths = [5, 2, 3]
+    mask = torch.arange(5) < torch.tensor(lengths)[:, None]
+    static = torch.randint(2, 8, (3, 5)).masked_fill(~mask, 0)
+    labels = torch.randint(0, 3, (3, 5)).masked_fill(~mask, -1)  # -1: padding, as make_batch gives
+    with torch.no_grad():
+        batch = model.loss(static, None, mask, labels)
+        alone = [model.loss(static[i:i + 1, :n], None, mask[i:i + 1, :n], labels[i:i + 1, :n])
+                 for i, n in enumerate(lengths)]
+        tags = model.predict(static, None, mask)[0]
+        tags_alone = [model.predict(static[i:i + 1, :n], None, mask[i:i + 1, :n])[0][0] for i, n in enumerate(lengths)]
+    torch.testing.assert_close(batch, torch.stack(alone).mean())
+    assert tags == tags_alone and [len(t) for t in tags] == lengths
+
+
+@pytest.mark.parametrize("gold, pred, accuracy, macro_f1", [
+    # imbalanced: always predicting the majority scores F1 8/9 on it and 0 on the minority class
+    (["a"] * 8 + ["b"] * 2, ["a"] * 10, 0.8, (16 / 18 + 0) / 2),
+    # a label only predicted counts as a class: F1 a = 0.8, b = 1, c = 0
+    (["a", "a", "a", "b"], ["a", "a", "c", "b"], 0.75, (0.8 + 1 + 0) / 3),
+])
+def test_macro_f1_averages_the_classes(gold, pred, accuracy, macro_f1):
+    from pyelmo.tasks.metrics import classify_metrics
+
+    metrics = classify_metrics(gold, pred)
+    assert metrics["accuracy"] == pytest.approx(accuracy) and metrics["n"] == len(gold)
+    assert metrics["macro_f1"] == pytest.approx(macro_f1) and metrics["macro_f1"] != pytest.approx(accuracy)
+
+
+def test_mix_penalty_is_lambda_times_the_squared_mix_weights():
+    """``lambda * sum(w^2)`` over both mixes (--elmo-output): positive, growing with the weights."""
+    from pyelmo.tasks.model import ModelConfig, TaskModel
+
+    model = TaskModel(ModelConfig(kind="classify", n_labels=2, elmo_layers=3, elmo_dim=4, elmo_output=True))
+    weights = [[0.5, -1.0, 2.0], [1.0, 0.0, -3.0]]
+    with torch.no_grad():
+        for mix, w in zip(model.mixes, weights):
+            mix.scalar_parameters.copy_(torch.tensor(w))
+    penalty = model.mix_penalty(0.1)
+    assert float(penalty) == pytest.approx(0.1 * sum(x * x for w in weights for x in w))  # 1.525
+    penalty.backward()
+    for mix, w in zip(model.mixes, weights):  # its gradient pulls every weight towards 0
+        torch.testing.assert_close(mix.scalar_parameters.grad, 0.2 * torch.tensor(w))
+    assert float(model.mix_penalty(0.0)) == 0.0
+
+
 def test_cli_train_evaluate_predict(data, capsys):
     out = data / "cli-model"
     assert main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),

@@ -53,16 +53,22 @@ def _extract(archive: Path, target: Path) -> None:
     try:
         if archive.name.lower().endswith(".zip"):
             with zipfile.ZipFile(archive) as zf:
-                for member in zf.namelist():
-                    dest = (target / member).resolve()
-                    if not dest.is_relative_to(target.resolve()):
-                        raise DownloadError(f"archive {archive} has an entry outside its folder: {member!r}")
+                _check_members(archive, target, zf.namelist())
                 zf.extractall(target)
         else:
             with tarfile.open(archive) as tf:
-                tf.extractall(target, filter="data")
+                _check_members(archive, target, tf.getnames())
+                tf.extractall(target, filter="data")  # also refuses links out of the folder and special files
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
         raise DownloadError(f"archive {archive} cannot be unpacked ({exc})") from None
+
+
+def _check_members(archive: Path, target: Path, names: list[str]) -> None:
+    """Refuse an archive with an absolute entry or one that resolves outside ``target`` (``../``)."""
+    root = target.resolve()
+    for name in names:
+        if Path(name).is_absolute() or not (root / name).resolve().is_relative_to(root):
+            raise DownloadError(f"archive {archive} has an entry outside its folder: {name!r}")
 
 
 def find_model_files(directory: Path, origin: PathLike | None = None) -> ModelFiles:

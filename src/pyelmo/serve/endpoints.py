@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from fastapi.responses import Response
@@ -30,8 +30,9 @@ class Api:
 
     # ------------------------------------------------------------------ input
 
-    def tokens(self, sentence: Sentence, where: str) -> list[str]:
-        """Validated tokens of a raw-text or pre-tokenized sentence."""
+    def tokens(self, sentence: Sentence, where: str, tokenizer: Callable[[str], list[str]] | None = None
+               ) -> list[str]:
+        """Validated tokens of a raw-text (split by ``tokenizer``, default Moses-style) or pre-tokenized sentence."""
         from pyelmo.text.tokenize import tokenize
 
         limits = self.limits
@@ -39,7 +40,7 @@ class Api:
             if len(sentence) > limits.max_chars:
                 raise ApiError(422, where, f"longer than {limits.max_chars} characters")
             _check_text(sentence, where)
-            tokens = tokenize(sentence)
+            tokens = (tokenizer or tokenize)(sentence)
         else:
             for j, token in enumerate(sentence):
                 _check_text(token, f"{where}[{j}]")
@@ -206,12 +207,9 @@ class Api:
         if isinstance(sentence, str) and body.position is None:
             if sentence.count(BLANK) != 1:
                 raise ApiError(422, "sentence", f"mark exactly one word to predict with {BLANK}")
-            self.tokens(sentence, "sentence")  # the limits, on the whole text
-            tokens = blank_tokens(sentence)
+            tokens = self.tokens(sentence, "sentence", blank_tokens)  # the blank counts as one token
         else:
             tokens = self.tokens(sentence, "sentence")
-        if len(tokens) > self.limits.max_tokens:
-            raise ApiError(422, "sentence", f"{len(tokens)} tokens; at most {self.limits.max_tokens} per sentence")
         if body.position is None:
             if tokens.count(BLANK) != 1:
                 raise ApiError(422, "sentence", f"mark exactly one word to predict with {BLANK}")
