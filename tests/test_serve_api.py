@@ -83,6 +83,36 @@ def test_similarity_positions_senses_and_projection(client, service):
     n_sample = len(projection["sample"])
     assert n_sample >= 10 and {s["sense"] for s in projection["sample"]} >= {"bank/finance", "bank/river"}
     assert all(len(points) == 3 + n_sample for points in projection["points"].values())
+    assert set(projection["variance_kept"]) == set(projection["points"])
+    assert all(0 < kept <= 1 + 1e-9 for kept in projection["variance_kept"].values())
+
+
+def test_neighbours_say_how_the_layers_separate_the_senses(client, service):
+    """Per layer, the mean similarity of "bank" over same-sense and different-sense pairs of the sample's
+    contexts (as ``pyelmo demo``), and of the query to each sense's contexts, recomputed here."""
+    sentence = "I deposited money in the bank ."
+    senses = client.post("/v1/neighbours", json={"sentence": sentence, "word": "bank"}).json()["senses"]
+    corpus = service.corpus
+    rows = [r for r in corpus.contexts("bank") if corpus.sense_of(r)]
+    labels = np.array([corpus.sense_of(r) for r in rows])
+    assert senses["contexts"] == {"bank/finance": 11, "bank/river": 11}
+    vectors = np.stack([service.embedder.embed_sentence(list(corpus.examples[corpus.rows[r][0]].tokens))
+                        [:, corpus.rows[r][1]] for r in rows])  # (n, L, D)
+    query = service.embedder.embed_sentence(sentence.split())[:, 5]
+    same = (labels[:, None] == labels[None, :]) & np.triu(np.ones((len(rows),) * 2, dtype=bool), k=1)
+    different = (labels[:, None] != labels[None, :]) & np.triu(np.ones((len(rows),) * 2, dtype=bool), k=1)
+    for layer in range(3):
+        unit = vectors[:, layer] / np.linalg.norm(vectors[:, layer], axis=-1, keepdims=True)
+        sims = unit @ unit.T
+        name = f"layer {layer}"
+        assert senses["same_sense"][name] == pytest.approx(sims[same].mean(), abs=1e-5)
+        assert senses["different_senses"][name] == pytest.approx(sims[different].mean(), abs=1e-5)
+        to_query = unit @ (query[layer] / np.linalg.norm(query[layer]))
+        for sense in ("bank/finance", "bank/river"):
+            assert senses["query"][sense][name] == pytest.approx(to_query[labels == sense].mean(), abs=1e-5)
+    assert senses["same_sense"]["layer 2"] > senses["different_senses"]["layer 2"]
+    # a word the corpus has no senses of: no bars, no error
+    assert client.post("/v1/neighbours", json={"sentence": "the cat sat", "word": "the"}).json()["senses"] is None
 
 
 def test_embed_matches_the_embedder(client, service):
