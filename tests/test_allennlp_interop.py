@@ -87,6 +87,8 @@ def test_a_state_dict_that_does_not_fit_is_refused_whole():
     _unchanged_after_refusal(random_elmo(), {k: v for k, v in ours.items() if k != last}, f"missing key {last!r}")
     _unchanged_after_refusal(random_elmo(), {**ours, "extra.weight": torch.zeros(1)}, "unexpected key 'extra.weight'")
     _unchanged_after_refusal(random_elmo(), {**ours, last: [1.0]}, "is a list, not a tensor")
+    _unchanged_after_refusal(random_elmo(), {**ours, 3: torch.zeros(1)}, "key 3 is not a name")
+    _unchanged_after_refusal(random_elmo(), list(ours.items()), "got a list")
     partial = random_elmo()
     partial.load_state_dict({k: v for k, v in ours.items() if k != last}, strict=False)  # not strict: the rest loads
     assert torch.equal(partial.state_dict()[list(ours)[0]], ours[list(ours)[0]])

@@ -125,6 +125,10 @@ def checked_state_dict(own: Mapping[str, torch.Tensor], state_dict: Mapping, str
     """``state_dict`` (pyelmo's, an AllenNLP ``Elmo``'s or a model's holding one) in pyelmo's layout, checked
     whole against ``own`` (the module's state dict) before anything is loaded: every value a tensor of the
     module's shape and, with ``strict``, the same keys. A refusal names the keys and both shapes."""
+    if not isinstance(state_dict, Mapping):
+        raise StateDictError(f"a state dict maps names to tensors; got a {type(state_dict).__name__}")
+    if odd := [key for key in state_dict if not isinstance(key, str)][:1]:
+        raise StateDictError(f"state dict key {odd[0]!r} is not a name (a string)")
     if is_allennlp_state_dict(state_dict):
         state_dict = extract_elmo(state_dict)
         # the module's own shapes in AllenNLP's layout, from shape-only (meta) tensors
