@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pyelmo
 from pyelmo import Elmo, batch_to_ids
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.errors import InputError, WeightFileError
-from pyelmo.modelio.allennlp import from_allennlp, to_allennlp
+from pyelmo.modelio.allennlp import StateDictError, from_allennlp, to_allennlp
 from pyelmo.modelio.weights import load_options
 from pyelmo.runtime.options import RunOptions
 
@@ -64,6 +65,40 @@ def test_a_task_models_state_dict_loads_its_elmo_part():
     twice = {**task, **{f"other._elmo.{k}": v for k, v in state.items()}}
     with pytest.raises(WeightFileError, match="2 .*AllenNLP Elmo modules"):
         random_elmo().load_state_dict(twice)
+
+
+def _unchanged_after_refusal(elmo: Elmo, state: dict, match: str, strict: bool = True) -> None:
+    before = {key: value.clone() for key, value in elmo.state_dict().items()}
+    with pytest.raises(StateDictError, match=match) as refused:
+        elmo.load_state_dict(state, strict=strict)
+    assert isinstance(refused.value, RuntimeError) and "\n" not in str(refused.value)
+    for key, value in elmo.state_dict().items():
+        assert torch.equal(value, before[key]), f"{key} changed by a refused load"
+
+
+def test_a_state_dict_that_does_not_fit_is_refused_whole():
+    """Keys and shapes are checked before any tensor is copied; the error names the key and both shapes."""
+    allennlp = load_file(str(FIXTURE / "elmo_state_dict.safetensors"))
+    bias = "_elmo_lstm._elmo_lstm.backward_layer_1.state_linearity.bias"
+    impossible = {**allennlp, bias: torch.zeros(3)}  # cannot hold four gates: it used to fail inside the mapping
+    _unchanged_after_refusal(random_elmo(), impossible, re.escape(f"{bias!r} has shape (3,), this module's is (256,)"))
+    highway = "_elmo_lstm._token_embedder._highways._layers.1.weight"
+    _unchanged_after_refusal(random_elmo(), {**allennlp, highway: torch.zeros(1, 124)}, re.escape(highway),
+                             strict=False)
+
+    ours = random_elmo().state_dict()
+    ours = {key: value + 1 for key, value in ours.items()}
+    last = list(ours)[-1]  # every tensor before it fits and would be copied by torch alone
+    wrong = {**ours, last: torch.zeros(2, 2)}
+    _unchanged_after_refusal(random_elmo(), wrong, re.escape(f"{last!r} has shape (2, 2), this module's is (1,)"))
+    _unchanged_after_refusal(random_elmo(), {k: v for k, v in ours.items() if k != last}, f"missing key {last!r}")
+    _unchanged_after_refusal(random_elmo(), {**ours, "extra.weight": torch.zeros(1)}, "unexpected key 'extra.weight'")
+    _unchanged_after_refusal(random_elmo(), {**ours, last: [1.0]}, "is a list, not a tensor")
+    _unchanged_after_refusal(random_elmo(), {**ours, 3: torch.zeros(1)}, "key 3 is not a name")
+    _unchanged_after_refusal(random_elmo(), list(ours.items()), "got a list")
+    partial = random_elmo()
+    partial.load_state_dict({k: v for k, v in ours.items() if k != last}, strict=False)  # not strict: the rest loads
+    assert torch.equal(partial.state_dict()[list(ours)[0]], ours[list(ours)[0]])
 
 
 def test_word_inputs_with_vocab_to_cache_match_allennlp():

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from pyelmo.errors import InputError
-from pyelmo.modelio.allennlp import from_allennlp, is_allennlp_state_dict
+from pyelmo.modelio.allennlp import checked_state_dict
 from pyelmo.modelio.load import load
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import token_to_ids
@@ -78,9 +78,9 @@ class Elmo(nn.Module):
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Also accepts the state dict of an AllenNLP ``Elmo`` (``_elmo_lstm...``, ``scalar_mix_0...``), or of
-        an AllenNLP model holding one (``torch.load("weights.th", weights_only=True)``: its Elmo part is used)."""
-        if is_allennlp_state_dict(state_dict):
-            state_dict = from_allennlp(state_dict)
+        an AllenNLP model holding one (``torch.load("weights.th", weights_only=True)``: its Elmo part is used).
+        The whole state dict is checked first (keys and shapes): a refused one leaves the module unchanged."""
+        state_dict = checked_state_dict(self.state_dict(), state_dict, strict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def forward(self, inputs: torch.Tensor | None, word_inputs: torch.Tensor | None = None

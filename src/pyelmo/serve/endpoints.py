@@ -165,10 +165,15 @@ class Api:
         rows = corpus.contexts(word)
         unit = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
         sample = corpus.unit_vectors(rows)  # (L + 1, m, D)
-        points = {name: np.round(pca2(np.concatenate([unit[:, k], sample[k]])), 5).tolist()
-                  for k, name in enumerate(names)}
+        points, kept = {}, {}
+        for k, name in enumerate(names):
+            layer = np.concatenate([unit[:, k], sample[k]])
+            xy = pca2(layer)
+            total = float(((layer - layer.mean(axis=0)) ** 2).sum())
+            points[name] = np.round(xy, 5).tolist()
+            kept[name] = float((xy ** 2).sum() / total) if xy.any() else 1.0  # all on one spot: nothing lost
         examples = [corpus.examples[corpus.rows[r][0]] for r in rows]
-        return {"points": points, "sentences": len(vectors),
+        return {"points": points, "variance_kept": kept, "sentences": len(vectors),
                 "sample": [{"sense": corpus.sense_of(r) or "other", "sentence": " ".join(e.tokens)}
                            for r, e in zip(rows, examples)]}
 
@@ -193,7 +198,8 @@ class Api:
                              "word": corpus.examples[nb.sentence].tokens[nb.position],
                              "sense": corpus.sense_of(nb.row), "similarity": nb.similarity} for nb in neighbours]
         return {"tokens": tokens, "position": position, "word": word,
-                "corpus": {"sentences": len(corpus.examples), "contexts": int(len(rows))}, "layers": layers}
+                "corpus": {"sentences": len(corpus.examples), "contexts": int(len(rows))}, "layers": layers,
+                "senses": corpus.senses(word, query, exclude=tokens)}
 
     async def predict(self, body: PredictRequest) -> dict:
         from pyelmo.lm.predict import BLANK, blank_tokens
