@@ -34,14 +34,15 @@ class Api:
 
     def tokens(self, sentence: Sentence, where: str) -> list[str]:
         """Validated tokens of a raw-text or pre-tokenized sentence."""
-        from pyelmo.text.tokenize import tokenize
-
         limits = self.limits
         if isinstance(sentence, str):
             if len(sentence) > limits.max_chars:
                 raise ApiError(422, where, f"longer than {limits.max_chars} characters")
             _check_text(sentence, where)
-            tokens = tokenize(sentence)
+            try:
+                tokens = self.service.embedder.tokenize(sentence, self.service.lang)
+            except InputError as exc:  # its language's segmenter is not installed on this server
+                raise ApiError(422, where, f"{exc} on the server, or send the sentence as a list of tokens") from None
         else:
             for j, token in enumerate(sentence):
                 _check_text(token, f"{where}[{j}]")
