@@ -42,6 +42,21 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
                        help="one kernel for every exact product instead of the fixed rule (see 'pyelmo env')")
 
 
+LANG_HELP = ("the language of the raw text, which chooses how it is split into words: auto (default: from the "
+             "script of each text: kana -> ja, Chinese characters -> zh, Thai letters -> th, else en), en "
+             "(Moses-style, on spaces and punctuation), zh (jieba), ja (SudachiPy, short units), th (PyThaiNLP); "
+             "zh, ja and th need their extra, e.g. pip install 'pyelmo[zh]'. When the model's language is "
+             "known (the shipped and released models are English) and the text's differs, a warning says so once")
+
+
+def add_lang_argument(parser: argparse.ArgumentParser, default: str | None = "auto", prefix: str = "",
+                      suffix: str = "") -> None:
+    """--lang: the language raw text is tokenized as (``pyelmo.text.tokenize``)."""
+    from pyelmo.text.tokenize import LANG_CHOICES
+
+    parser.add_argument("--lang", choices=LANG_CHOICES, default=default, help=prefix + LANG_HELP + suffix)
+
+
 class _PositionalsAnywhere(argparse.ArgumentParser):
     """argparse's intermixed parsing for one command: its positionals may stand before, between
     or after its options (``export MODEL --format X OUT`` as well as ``export OUT --model MODEL``)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_model_arguments, load_embedder
+from pyelmo.cli.common import add_lang_argument, add_model_arguments, load_embedder
 
 DEMO_DESCRIPTION = """\
 Show what ELMo adds over static word vectors. For "bank" (money vs river), "apple"
@@ -28,8 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     sim = sub.add_parser("similarity", help="cosine similarity of a word across two sentences, per layer",
                          description="Cosine similarity of WORD's vectors in two sentences, at every layer "
-                                     "and at the average of the layers. Sentences are raw text; they are "
-                                     "tokenized Moses-style.")
+                                     "and at the average of the layers. Sentences are raw text, split into "
+                                     "words Moses-style or, for Chinese, Japanese and Thai, by a word "
+                                     "segmenter (--lang).")
     sim.add_argument("first", metavar="SENTENCE1")
     sim.add_argument("second", metavar="SENTENCE2")
     sim.add_argument("--word", help="the word to compare (its first occurrence in each sentence)")
@@ -37,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="compare the tokens at these positions instead (0-based, after tokenization): one "
                           "for both sentences or one per sentence; picks a later occurrence or a piece of a "
                           "word the tokenizer splits")
+    add_lang_argument(sim)
     add_model_arguments(sim)
     sim.set_defaults(func=run_similarity)
 
@@ -72,14 +74,17 @@ def _check_plot_path(plot: str) -> None:
 
 
 def run_similarity(args: argparse.Namespace) -> int:
-    from pyelmo.evaluation.demo import format_table, similarity_rows
-
     from pyelmo.errors import InputError
+    from pyelmo.evaluation.demo import format_table, similarity_rows
+    from pyelmo.text.tokenize import check_lang, text_language
 
     if not args.word and not args.index:
         raise InputError("give --word WORD or --index I [J]")
     if args.index and len(args.index) > 2:
         raise InputError(f"--index takes one or two positions, got {len(args.index)}")
     positions = (args.index * 2)[:2] if args.index else None
-    print(format_table(similarity_rows(load_embedder(args), args.word, [args.first, args.second], positions)))
+    for sentence in (args.first, args.second):  # a missing segmenter fails before the model loads
+        check_lang(text_language(sentence, args.lang) or "en")
+    print(format_table(similarity_rows(load_embedder(args), args.word, [args.first, args.second], positions,
+                                       lang=args.lang)))
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_model_arguments
+from pyelmo.cli.common import add_lang_argument, add_model_arguments
 
 DESCRIPTION = """\
 Serve a biLM over HTTP: a page at / to type sentences, click a word and see its
@@ -20,7 +20,9 @@ contexts and the LM's predictions for it; and a JSON API for programs:
 
 Concurrent requests are batched into one biLM call (the first waits at most
 --max-wait-ms for others). Requests over the limits get a 4xx JSON error naming the
-field. SIGTERM (or Ctrl-C) stops accepting connections, finishes the requests in
+field. Raw-text sentences are split into words as --lang says (Chinese, Japanese and
+Thai by a word segmenter, an optional extra); lists of tokens are taken as they are.
+SIGTERM (or Ctrl-C) stops accepting connections, finishes the requests in
 flight and exits 0. The sample corpus's vectors are computed at start and cached in
 $PYELMO_SERVE_CACHE (default ~/.cache/pyelmo/serve). Needs the `serve` extra:
 pip install 'pyelmo[serve]'."""
@@ -37,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="PyTorch threads per worker for the model (default: one fewer than the CPUs, at "
                              "least 1; the other runs the server itself)")
     add_model_arguments(parser)
+    add_lang_argument(parser, suffix=" (in the server's log)")
     batching = parser.add_argument_group("batching")
     batching.add_argument("--max-wait-ms", type=float, default=5.0, metavar="MS",
                           help="longest a request waits for others to share its biLM call (default 5)")
@@ -70,10 +73,14 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--{name.replace('_', '-')} out of range: {value}")
     if args.max_wait_ms < 0:
         raise InputError(f"--max-wait-ms must not be negative: {args.max_wait_ms}")
+    from pyelmo.text.tokenize import check_lang
+
+    check_lang(args.lang)  # --lang zh|ja|th: its segmenter is installed
     check_address(args.host, args.port)
 
     model, weight_file = model_source(args)
-    settings = {"model": model, "weight_file": weight_file, "threads": args.threads, "batching": not args.no_batching,
+    settings = {"model": model, "weight_file": weight_file, "lang": args.lang, "threads": args.threads,
+                "batching": not args.no_batching,
                 "max_wait": args.max_wait_ms / 1000, "max_batch_tokens": args.max_batch_tokens,
                 "limits": {"max_body_bytes": args.max_body_bytes, "max_sentences": args.max_sentences,
                            "max_tokens": args.max_tokens}}

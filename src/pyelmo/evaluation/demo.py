@@ -89,14 +89,15 @@ class SimilarityRow:
 
 
 def similarity_rows(embedder, word: str | None, sentences: list[str],
-                    positions: Sequence[int] | None = None) -> list[SimilarityRow]:
+                    positions: Sequence[int] | None = None, lang: str = "auto") -> list[SimilarityRow]:
     """Cosine similarity of ``word`` between every pair of ``sentences``, at each layer and the average.
 
     ``positions``: instead of the first occurrence of ``word``, the token at this index
     (0-based, after tokenization) of each sentence: a later occurrence, or a piece of a
-    word the tokenizer splits.
+    word the tokenizer splits. ``lang``: the language the sentences are tokenized as
+    (``ElmoEmbedder.tokenize``).
     """
-    tokenized = [tokenize(s) for s in sentences]
+    tokenized = [embedder.tokenize(s, lang) for s in sentences]
     if positions is None:
         if not word:
             raise InputError("give the word to compare, or its token positions")
@@ -122,12 +123,23 @@ def format_table(rows: list[SimilarityRow]) -> str:
     """A fixed-width text table of similarity rows."""
     names = list(rows[0].by_layer)
     title = "cosine similarity of the word in two sentences"
-    width = max(len(title), *(len(f"{r.word}: {r.first} | {r.second}") for r in rows))
-    lines = [f"{title:<{width}}  " + "  ".join(f"{n:>8}" for n in names)]
+    width = max(_columns(title), *(_columns(f"{r.word}: {r.first} | {r.second}") for r in rows))
+    lines = [_pad(title, width) + "  " + "  ".join(f"{n:>8}" for n in names)]
     for r in rows:
         label = f"{r.word}: {r.first} | {r.second}"
-        lines.append(f"{label:<{width}}  " + "  ".join(f"{r.by_layer[n]:8.3f}" for n in names))
+        lines.append(_pad(label, width) + "  " + "  ".join(f"{r.by_layer[n]:8.3f}" for n in names))
     return "\n".join(lines)
+
+
+def _columns(text: str) -> int:
+    """Terminal columns of ``text`` (wide and full-width characters, e.g. Chinese, take two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _columns(text))
 
 
 @dataclass

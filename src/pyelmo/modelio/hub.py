@@ -61,6 +61,7 @@ class Release:
     source: str
     sha256: tuple[tuple[str, str], ...] = ()
     sizes: tuple[tuple[str, int], ...] = ()
+    language: str | None = None  # of its training text ("en"); None: not known
 
     def urls(self) -> dict[str, str]:
         mirror = os.environ.get("PYELMO_MIRROR", "").rstrip("/")
@@ -81,7 +82,7 @@ def _allennlp(folder: str, stem: str, weights_suffix: str = "weights") -> tuple[
 def _release(name: str, folder: str, stem: str, size: str, description: str,
              weights_suffix: str = "weights", source: str = "AllenNLP") -> Release:
     options_url, weights_url = _allennlp(folder, stem, weights_suffix)
-    return Release(name, options_url, weights_url, preset(size), description, source)
+    return Release(name, options_url, weights_url, preset(size), description, source, language="en")
 
 
 #: The released English models (URLs as published by AllenNLP; no digests were published with them).

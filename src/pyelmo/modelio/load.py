@@ -85,3 +85,29 @@ def task_model_check(path: Path) -> None:
         flag = f"--model {bilm['model']}" if bilm.get("model") else "no --model (the shipped English model)"
     raise WeightFileError(f"{path} is a task model ('pyelmo task train'), not a biLM: use it with 'pyelmo task "
                           f"evaluate' or 'pyelmo task predict'; for its biLM use {flag}")
+
+
+def model_language(model: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None) -> str | None:
+    """The language of the text a model was trained on (``"en"``), for the same arguments as :func:`load`:
+    a released model's (by name), or a model directory's ``"language"`` in its ``config.json`` (the
+    shipped model's is ``"en"``). None when not known (released-format files, URLs, archives)."""
+    import json
+
+    import pyelmo.modelio.hub as hub
+    from pyelmo.modelio.weights import CONFIG_NAME
+
+    if weight_file is not None:
+        return None
+    if model is None or str(model) == "english":
+        directory = hub.DEFAULT_MODEL_DIR
+    elif not Path(model).exists():
+        release = hub.RELEASES.get(str(model))
+        return release.language if release is not None else None
+    else:
+        directory = Path(model)
+    try:
+        config = json.loads((directory / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    language = config.get("language") if isinstance(config, dict) else None
+    return language if isinstance(language, str) and language else None

@@ -32,15 +32,17 @@ class Api:
 
     def tokens(self, sentence: Sentence, where: str, tokenizer: Callable[[str], list[str]] | None = None
                ) -> list[str]:
-        """Validated tokens of a raw-text (split by ``tokenizer``, default Moses-style) or pre-tokenized sentence."""
-        from pyelmo.text.tokenize import tokenize
-
+        """Validated tokens of a raw-text (split by ``tokenizer``, default the service's language's
+        tokenizer) or pre-tokenized sentence."""
         limits = self.limits
         if isinstance(sentence, str):
             if len(sentence) > limits.max_chars:
                 raise ApiError(422, where, f"longer than {limits.max_chars} characters")
             _check_text(sentence, where)
-            tokens = (tokenizer or tokenize)(sentence)
+            try:
+                tokens = tokenizer(sentence) if tokenizer else self.service.embedder.tokenize(sentence, self.service.lang)
+            except InputError as exc:  # its language's segmenter is not installed on this server
+                raise ApiError(422, where, f"{exc} on the server, or send the sentence as a list of tokens") from None
         else:
             for j, token in enumerate(sentence):
                 _check_text(token, f"{where}[{j}]")

@@ -24,6 +24,7 @@ class Service:
     model_info: dict
     predictor: Any = None
     limits: Limits = field(default_factory=Limits)
+    lang: str = "auto"  # the language raw-text sentences are tokenized as (pyelmo.text.tokenize)
 
     @property
     def n_layers(self) -> int:
@@ -36,11 +37,14 @@ class Service:
 def build_service(model: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None, *,
                   batching: bool = True, max_wait: float = DEFAULT_MAX_WAIT,
                   max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, limits: Limits | None = None,
-                  cache_dir: str | os.PathLike | None = None) -> Service:
-    """Load the model (default: the shipped one), its LM head when it has one, and the corpus vectors."""
+                  cache_dir: str | os.PathLike | None = None, lang: str = "auto") -> Service:
+    """Load the model (default: the shipped one), its LM head when it has one, and the corpus vectors.
+    ``lang``: the language raw-text sentences are tokenized as (``auto``: from their script)."""
     from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.modelio.weights import model_fingerprint
+    from pyelmo.text.tokenize import check_lang
 
+    check_lang(lang)
     embedder = ElmoEmbedder(model, weight_file)
     fingerprint = model_fingerprint(embedder.model)
     predictor = None
@@ -57,7 +61,7 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
         "predict": predictor is not None,
     }
     batcher = Batcher(embedder, batching=batching, max_wait=max_wait, max_tokens=max_batch_tokens)
-    return Service(embedder, batcher, corpus, info, predictor, limits or Limits())
+    return Service(embedder, batcher, corpus, info, predictor, limits or Limits(), lang)
 
 
 def _load_predictor(model):
