@@ -406,7 +406,7 @@ def test_perplexity_and_export_take_model_by_option_and_by_the_former_position(c
                  ["perplexity", str(ctx.trained), "--json", text]):
         rc, out, err = run_cli(argv, capsys)
         assert rc == 0, err
-        results.append(_json.loads(out.strip().splitlines()[-1]))
+        results.append(_json.loads(out))  # stdout is the JSON document alone
     assert all(r == results[0] for r in results) and results[0]["predictions"] == 7
     written = []
     for i, argv in enumerate((["export", "--model", str(ctx.trained), "{out}"],

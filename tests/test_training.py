@@ -253,7 +253,7 @@ def test_torchrun_two_processes_equal_one(corpus, tmp_path):
         assert torch.allclose(a[k], b[k], atol=1e-5, rtol=0), (k, (a[k] - b[k]).abs().max())
 
 
-def test_init_from_and_export(trained, corpus, tmp_path, capsys):
+def test_init_from_and_export(trained, corpus, tmp_path, capfd):
     out, _ = trained
     model_dir = out / "model"
     # continue training on new text
@@ -277,8 +277,9 @@ def test_init_from_and_export(trained, corpus, tmp_path, capsys):
 
     with h5py.File(tmp_path / "exp" / "softmax.hdf5") as f:
         assert np.array_equal(f["softmax/W"][...], load_native_tensors(model_dir)["softmax.weight"].numpy())
+    capfd.readouterr()
     assert main(["perplexity", str(model_dir), str(corpus / "test" / "part.txt"), "--json"]) == 0
-    ppl = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    ppl = json.loads(capfd.readouterr().out)  # stdout (the file descriptor) holds the JSON document alone
     assert ppl["average"] == pytest.approx(np.sqrt(ppl["forward"] * ppl["backward"]), rel=1e-6)
 
 
