@@ -269,8 +269,10 @@ ERROR_CASES = [
                                               "--weight-file", c.inp("w.hdf5", _truncated(WEIGHTS, 0.5))],
      r"not a readable HDF5"),
     ("demo-plot-missing-folder", lambda c: ["demo", "--plot", str(c.out / "no" / "d.png"), *REL],
-     r"--plot folder does not exist"),
-    ("demo-plot-is-directory", lambda c: ["demo", "--plot", str(c.out), *REL], r"--plot is a directory"),
+     r"--out folder does not exist"),
+    ("demo-plot-is-directory", lambda c: ["demo", "--out", str(c.out), *REL], r"--out path is a directory"),
+    ("demo-out-not-a-demo-figure", lambda c: ["demo", "--out", c.inp("notes.png", "mine"), *REL],
+     r"notes.png exists and is not a figure pyelmo demo wrote: choose another --out, or replace it with --overwrite"),
     ("demo-pickle-weights", lambda c: ["demo", "--plot", "", "--options-file", str(OPTIONS),
                                        "--weight-file", _pickle_file(c, "w.hdf5")], r"not a readable HDF5"),
     # vocab
