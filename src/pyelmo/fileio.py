@@ -74,3 +74,17 @@ def check_output_file(path: PathLike, overwrite: bool = False, what: str = "outp
     if path.exists() and not overwrite:
         raise InputError(f"{what} file exists: {path} (use --overwrite to replace it)")
     return path
+
+
+def read_json(path: PathLike, expected: type = dict, what: str = "a JSON object") -> Any:
+    """The JSON value in ``path`` (UTF-8), which must be an ``expected`` (``InputError`` naming the file
+    otherwise: invalid JSON, or ``what`` it is not)."""
+    from pyelmo.errors import InputError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, expected):
+        raise InputError(f"{path}: not {what}")
+    return data

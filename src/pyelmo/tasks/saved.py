@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pyelmo.errors import InputError
+from pyelmo.fileio import read_json
 from pyelmo.tasks import CONTEXTS, KINDS
 from pyelmo.tasks.model import ModelConfig
 
@@ -88,12 +89,7 @@ def _read_config(d: Path) -> tuple[dict, ModelConfig]:
     path = d / CONFIG_NAME
     if not path.is_file() or not (d / WEIGHTS_NAME).is_file():
         raise InputError(f"{d} is not a trained task model (no {CONFIG_NAME} / {WEIGHTS_NAME})")
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(saved, dict):
-        raise InputError(f"{path}: not a task model config (expected a JSON object)")
+    saved = read_json(path, dict, "a task model config (expected a JSON object)")
     if saved.get("format") != FORMAT:
         raise InputError(f"{path}: unknown format {saved.get('format')!r} (expected {FORMAT})")
     f = _Fields(path, saved)
