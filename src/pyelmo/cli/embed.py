@@ -99,13 +99,13 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.embedding.embedder import ElmoEmbedder
-    from pyelmo.embedding.store import check_output_path
+    from pyelmo.fileio import check_output_file
     from pyelmo.errors import InputError
 
     shard = parse_shard(args.shard)
     if shard is not None:
         args.output = args.output.replace("{rank}", str(shard[0]))
-    check_output_path(args.output, args.overwrite)  # fail before loading the model
+    check_output_file(args.output, args.overwrite)  # fail before loading the model
     if args.lang and not args.tokenize:
         raise InputError("--lang chooses how --tokenize splits raw text: add --tokenize (without it the lines "
                          "are split on whitespace)")

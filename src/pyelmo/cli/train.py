@@ -104,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give --data DIR or --train FILES")
     trainer = Trainer(config, out, data, resume=args.resume, init_from=args.init_from,
                       progress=not args.no_progress)
+    if trainer.dist.main:
+        from pyelmo.training.report import start_summary
+
+        print(start_summary(trainer), flush=True)
     result = trainer.run()
     if result.signal is not None:
         import signal
@@ -117,7 +121,6 @@ def run(args: argparse.Namespace) -> int:
         return exit_code(result.signal)
     if trainer.dist.main:
         best = f", best validation perplexity {result.best_valid_ppl:.2f}" if result.best_valid_ppl else ""
-        why = f" ({trainer.stopped})" if trainer.stopped else ""
         steps = f"{result.steps} step" + ("" if result.steps == 1 else "s")
-        print(f"trained {steps}, {result.tokens} tokens{best}{why}; model: {result.model_dir}")
+        print(f"trained {steps}, {result.tokens} tokens{best}; stopped: {trainer.stopped}; model: {result.model_dir}")
     return 0

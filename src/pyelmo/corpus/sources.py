@@ -26,6 +26,7 @@ from pyelmo.corpus.rdata import RFormatError, RVector, read_rdb, read_rdb_object
 from pyelmo.corpus.sword import read_sword
 from pyelmo.corpus.textclean import TAG, URL, find_file, is_prose, mostly_letters, squash
 from pyelmo.errors import InputError
+from pyelmo.fileio import read_json
 
 
 # --------------------------------------------------------------------------- nlp-corpus
@@ -37,13 +38,7 @@ def read_nlp_corpus(root: Path) -> Iterator[str]:
     if not files:
         raise InputError(f"no nlp-corpus doc-*.json under {root}")
     for path in files:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: not a JSON array of sentences: {exc}") from None
-        if not isinstance(data, list):
-            raise InputError(f"{path}: not a JSON array of sentences")
-        for item in data:
+        for item in read_json(path, list, "a JSON array of sentences"):
             if isinstance(item, str) and item.strip():
                 yield squash(item)
 

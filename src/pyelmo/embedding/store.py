@@ -23,7 +23,7 @@ import numpy as np
 from pyelmo.text.batching import chunks
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.errors import InputError, PyelmoError
-from pyelmo.fileio import atomic_writer, write_text_atomic
+from pyelmo.fileio import atomic_writer, check_output_file, write_text_atomic
 from pyelmo.embedding.sentence_index import SentenceIndexOnDisk
 from pyelmo.text.lines import text_lines
 from pyelmo.modelio.weights import model_fingerprint
@@ -52,7 +52,7 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
         check_lang(lang)  # a missing segmenter fails here, before any work
     if output_format not in OUTPUT_FORMATS:
         raise InputError(f"output format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
-    output = check_output_path(output_file, overwrite)
+    output = check_output_file(output_file, overwrite)
     if shard is not None:
         check_shard(*shard)
     if resume and embedder.stateful:
@@ -274,7 +274,7 @@ def merge_shards(shards: Sequence[str | os.PathLike], output_file: str | os.Path
     """
     import h5py
 
-    output = check_output_path(output_file, overwrite)
+    output = check_output_file(output_file, overwrite)
     merged: dict[str, str] = {}
     count, has_index = 0, False
     with atomic_writer(output) as tmp, h5py.File(tmp, "w") as out:
@@ -313,14 +313,3 @@ def read_sentences(source: str | os.PathLike | BinaryIO, skip_blank_lines: bool 
                                   "(use --skip-blank-lines to keep it as an empty entry)")
     for number, text in lines:
         yield number - 1, text
-
-
-def check_output_path(output_file: str | os.PathLike, overwrite: bool) -> Path:
-    output = Path(output_file)
-    if output.is_dir():
-        raise InputError(f"output path is a directory: {output}")
-    if not output.parent.is_dir():
-        raise InputError(f"output folder does not exist: {output.parent}")
-    if output.exists() and not overwrite:
-        raise InputError(f"output file exists: {output} (use --overwrite to replace it)")
-    return output

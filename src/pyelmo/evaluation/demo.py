@@ -13,6 +13,9 @@ from pyelmo.errors import InputError
 from pyelmo.evaluation.senses import cosine_matrix, find_word, with_average_layer
 from pyelmo.text.tokenize import tokenize
 
+#: The PNG "Software" text the demo's figure carries: ``pyelmo demo`` replaces a file that has it.
+FIGURE_MARK = "pyelmo demo"
+
 #: (word, sentences) whose target word is compared across contexts in the printed table.
 SEED_PAIRS: list[tuple[str, list[str]]] = [
     ("bank", ["I deposited money in the bank.", "The boat stopped near the river bank."]),
@@ -280,12 +283,19 @@ def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike) -> Path:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
     try:
-        fig.savefig(tmp, dpi=100, bbox_inches="tight")
+        fig.savefig(tmp, dpi=100, bbox_inches="tight", metadata={"Software": FIGURE_MARK})
         os.replace(tmp, path)
     finally:
         plt.close(fig)
         tmp.unlink(missing_ok=True)
     return path
+
+
+def is_demo_figure(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a PNG that :func:`write_sense_figure` wrote (its text chunks precede the image data)."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    return head.startswith(b"\x89PNG") and FIGURE_MARK.encode() in head.split(b"IDAT")[0]
 
 
 def plot_bank(embedder, path: str | os.PathLike) -> Path:
