@@ -144,7 +144,7 @@ def prepare(args: argparse.Namespace) -> None:
     from pyelmo.modelio.load import load
     from pyelmo.tasks.data import read_examples
     from pyelmo.tasks.features import LayerCache
-    from pyelmo.tasks.train import BiLMSource, bilm_fingerprint
+    from pyelmo.tasks.options import BiLMSource, bilm_fingerprint
 
     bilm = load().eval()
     fingerprint = bilm_fingerprint(bilm)

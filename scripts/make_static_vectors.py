@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from pyelmo.evaluation.static import StaticVectors, Word2VecOptions, corpus_train_files, train_word2vec
-from pyelmo.modelio.load import default_model_dir
+from pyelmo.modelio.hub import default_model_dir
 from pyelmo.tasks.static import StaticVectors as TaskVectors
 from pyelmo.tasks.static import write_shipped_form
 

@@ -165,6 +165,26 @@ def test_the_command_line_builds_without_torch_and_takes_debug_after_the_command
     assert out == ["True", "True", "False", "False"]
 
 
+def test_help_carries_no_benchmark_figures():
+    """``--help`` says what an option does; speed-ups and rates belong in benchmarks/RESULTS.md."""
+    import argparse
+    import re
+
+    from pyelmo.cli import build_parser
+
+    def parsers(parser):
+        yield parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    yield from parsers(child)
+
+    figure = re.compile(r"\d(?:\.\d+)?x\b|GFLOP|tokens/s|sentences/s")
+    found = {p.prog: figure.findall(p.format_help()) for p in parsers(build_parser())}
+    assert not {prog: hits for prog, hits in found.items() if hits}
+    assert len(found) > 20
+
+
 def test_no_module_is_over_about_350_lines():
     """Split by job: a module over ~350 lines holds more than one job (docs/ARCHITECTURE.md)."""
     long = {_module_name(p): n for p in MODULES if (n := len(p.read_text(encoding="utf-8").splitlines())) > 360}

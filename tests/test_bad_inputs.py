@@ -269,8 +269,10 @@ ERROR_CASES = [
                                               "--weight-file", c.inp("w.hdf5", _truncated(WEIGHTS, 0.5))],
      r"not a readable HDF5"),
     ("demo-plot-missing-folder", lambda c: ["demo", "--plot", str(c.out / "no" / "d.png"), *REL],
-     r"--plot folder does not exist"),
-    ("demo-plot-is-directory", lambda c: ["demo", "--plot", str(c.out), *REL], r"--plot is a directory"),
+     r"--out folder does not exist"),
+    ("demo-plot-is-directory", lambda c: ["demo", "--out", str(c.out), *REL], r"--out path is a directory"),
+    ("demo-out-not-a-demo-figure", lambda c: ["demo", "--out", c.inp("notes.png", "mine"), *REL],
+     r"notes.png exists and is not a figure pyelmo demo wrote: choose another --out, or replace it with --overwrite"),
     ("demo-pickle-weights", lambda c: ["demo", "--plot", "", "--options-file", str(OPTIONS),
                                        "--weight-file", _pickle_file(c, "w.hdf5")], r"not a readable HDF5"),
     # vocab
@@ -288,34 +290,39 @@ ERROR_CASES = [
      r"min count must be at least 1"),
     # perplexity
     ("perplexity-empty-file", lambda c: ["perplexity", "--model", str(c.trained), c.inp("t.txt", "")], r"no sentences in"),
-    ("perplexity-invalid-utf8", lambda c: ["perplexity", str(c.trained), c.inp("t.txt", b"the cat\n\xe2\x82\n")],
+    ("perplexity-invalid-utf8", lambda c: ["perplexity", "--model", str(c.trained),
+                                           c.inp("t.txt", b"the cat\n\xe2\x82\n")],
      r"line 2 is not UTF-8"),
     ("perplexity-missing-text", lambda c: ["perplexity", str(c.inp_dir / "no.txt"), "--model", str(c.trained)],
      r"data file not found"),
-    ("perplexity-directory-text", lambda c: ["perplexity", str(c.trained), str(c.inp_dir)], r"is a directory"),
+    ("perplexity-model-as-text", lambda c: ["perplexity", str(c.trained), c.inp("t.txt", "a\n")], r"is a directory"),
     ("perplexity-model-and-directory-text", lambda c: ["perplexity", "--model", str(c.trained), str(c.inp_dir)],
      r"is a directory"),
     ("perplexity-model-missing", lambda c: ["perplexity", "--model", str(c.inp_dir / "m"), c.inp("t.txt", "a\n")],
      r"model directory not found"),
     ("perplexity-model-without-softmax", lambda c: ["perplexity", "--model", str(c.native), c.inp("t.txt", "a\n")],
      r"has no softmax"),
-    ("perplexity-batch-tokens-2", lambda c: ["perplexity", str(c.trained), c.inp("t.txt", "a\n"), "--batch-tokens",
-                                             "2"], r"--batch-tokens must be at least 3"),
-    ("perplexity-vocab-missing", lambda c: ["perplexity", _without(c.copy_trained(), "vocab.txt"),
+    ("perplexity-batch-tokens-2", lambda c: ["perplexity", "--model", str(c.trained), c.inp("t.txt", "a\n"),
+                                             "--batch-tokens", "2"], r"--batch-tokens must be at least 3"),
+    ("perplexity-vocab-missing", lambda c: ["perplexity", "--model", _without(c.copy_trained(), "vocab.txt"),
                                             c.inp("t.txt", "a\n")], r"vocabulary file not found"),
-    ("perplexity-vocab-empty-line", lambda c: ["perplexity", _vocab(c.copy_trained(), "<S>\n</S>\n<UNK>\n\nthe\n"),
+    ("perplexity-vocab-empty-line", lambda c: ["perplexity", "--model",
+                                               _vocab(c.copy_trained(), "<S>\n</S>\n<UNK>\n\nthe\n"),
                                                c.inp("t.txt", "a\n")], r"has an empty line"),
-    ("perplexity-vocab-wrong-size", lambda c: ["perplexity", _vocab(c.copy_trained(), "<S>\n</S>\n<UNK>\nthe\n"),
+    ("perplexity-vocab-wrong-size", lambda c: ["perplexity", "--model",
+                                               _vocab(c.copy_trained(), "<S>\n</S>\n<UNK>\nthe\n"),
                                                c.inp("t.txt", "a\n")], r"softmax shape .* does not match"),
     # export
     ("export-model-missing", lambda c: ["export", "--model", str(c.inp_dir / "m"), str(c.out / "e")],
      r"model directory not found"),
     ("export-model-without-outdir", lambda c: ["export", str(c.trained)], r"is a model directory, not an output"),
-    ("export-model-given-twice", lambda c: ["export", "--model", str(c.trained), str(c.trained), str(c.out / "e")],
-     r"give the model once"),
-    ("export-model-without-softmax", lambda c: ["export", str(c.native), str(c.out / "e")], r"has no softmax"),
+    ("export-into-a-model", lambda c: ["export", "--model", str(c.trained), str(c.native)],
+     r"is a model directory, not an output folder$"),
+    ("export-model-without-softmax", lambda c: ["export", "--model", str(c.native), str(c.out / "e")],
+     r"has no softmax"),
     ("export-output-is-file", lambda c: ["export", c.inp("file", "x"), "--model", str(c.trained)], r"output path is a file"),
-    ("export-safetensors-truncated", lambda c: ["export", _truncate_weights(c.copy_trained()), str(c.out / "e")],
+    ("export-safetensors-truncated", lambda c: ["export", "--model", _truncate_weights(c.copy_trained()),
+                                                str(c.out / "e")],
      r"not a valid safetensors"),
     # predict
     ("predict-no-blank", lambda c: ["predict", "the cat sees", "--model", str(c.trained)], r"exactly one word"),
@@ -394,33 +401,29 @@ def test_bad_input_fails_on_one_line_and_leaves_nothing(ctx, capsys, builder, me
     assert not (ctx.root / "PWNED").exists(), "a pickle was unpickled"
 
 
-def test_perplexity_and_export_take_model_by_option_and_by_the_former_position(ctx, capsys):
-    """``--model`` (anywhere) and the former ``MODEL ...`` first form give the same results."""
+def test_perplexity_and_export_take_the_model_by_option_anywhere(ctx, capsys):
+    """``--model`` before or after the paths gives the same results; a model given by position is refused."""
     import json as _json
 
     text = ctx.inp("t.txt", "the cat sat\na dog\n")
     results = []
     for argv in (["perplexity", "--model", str(ctx.trained), text, "--json"],
-                 ["perplexity", text, "--json", "--model", str(ctx.trained)],
-                 ["perplexity", str(ctx.trained), text, "--json"],
-                 ["perplexity", str(ctx.trained), "--json", text]):
+                 ["perplexity", text, "--json", "--model", str(ctx.trained)]):
         rc, out, err = run_cli(argv, capsys)
         assert rc == 0, err
-        results.append(_json.loads(out.strip().splitlines()[-1]))
+        results.append(_json.loads(out))  # stdout is the JSON document alone
     assert all(r == results[0] for r in results) and results[0]["predictions"] == 7
     written = []
     for i, argv in enumerate((["export", "--model", str(ctx.trained), "{out}"],
-                              ["export", "{out}", "--format", "bilm-hdf5", "--model", str(ctx.trained)],
-                              ["export", str(ctx.trained), "{out}"],
-                              ["export", str(ctx.trained), "--format", "bilm-hdf5", "{out}"])):
+                              ["export", "{out}", "--format", "bilm-hdf5", "--model", str(ctx.trained)])):
         out_dir = ctx.root / f"export-{i}"
         rc, _, err = run_cli([a.replace("{out}", str(out_dir)) for a in argv], capsys)
         assert rc == 0, err
         written.append({p.name: p.read_bytes() for p in sorted(out_dir.iterdir()) if p.suffix != ".hdf5"})
         assert {"options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt"} <= {p.name for p in out_dir.iterdir()}
     assert all(w == written[0] for w in written)
-    with pytest.raises(SystemExit):  # three paths: neither form
-        main(["export", str(ctx.trained), str(ctx.out / "e"), str(ctx.out / "f")])
+    with pytest.raises(SystemExit):  # MODEL OUTDIR: one path too many
+        main(["export", str(ctx.trained), str(ctx.out / "e")])
     assert "unrecognized arguments" in capsys.readouterr().err
 
 
@@ -441,7 +444,7 @@ def test_existing_output_refused_then_overwritten(ctx, capsys, command):
         argv = ["vocab", "build", text, str(ctx.out) + "/"]
     elif command == "export":
         target = ctx.out / "weights.hdf5"
-        argv = ["export", str(ctx.trained), str(ctx.out)]
+        argv = ["export", "--model", str(ctx.trained), str(ctx.out)]
     else:
         target = ctx.out / "run.json"
         argv = ["train", "--set", "lstm.dim=8", "--set", "lstm.projection_dim=4", "--set", "char_cnn.filters=[[1,4]]",
@@ -529,8 +532,8 @@ def test_vocab_crlf_bom_nul_and_missing_output_folder(ctx, capsys):
 
 
 def test_perplexity_blank_lines_skipped_and_long_token(ctx, capsys):
-    rc, out, err = run_cli(["perplexity", str(ctx.trained), ctx.inp("t.txt", "\n\nthe cat " + "y" * 10_000 + "\n\n"),
-                            "--json"], capsys)
+    text = ctx.inp("t.txt", "\n\nthe cat " + "y" * 10_000 + "\n\n")
+    rc, out, err = run_cli(["perplexity", "--model", str(ctx.trained), text, "--json"], capsys)
     assert rc == 0, err
     result = json.loads(out)
     assert result["predictions"] == 4 and np.isfinite(result["average"])  # 3 words + </S>
@@ -545,7 +548,7 @@ def test_predict_only_the_blank_and_huge_k(ctx, capsys):
 
 # -- public loaders called directly -------------------------------------------------------------------
 def test_loaders_refuse_pickle_without_unpickling(tmp_path):
-    from pyelmo.training.trainer import CheckpointError, load_checkpoint
+    from pyelmo.training.checkpoints import CheckpointError, load_checkpoint
     from pyelmo.lm.vocab import DataError, Vocabulary
 
     sentinel = tmp_path / "PWNED"
@@ -573,7 +576,7 @@ def test_loaders_refuse_pickle_without_unpickling(tmp_path):
 
 
 def test_vocabulary_and_sentence_readers(tmp_path):
-    from pyelmo.embedding.embedder import read_sentences
+    from pyelmo.embedding.store import read_sentences
     from pyelmo.lm.vocab import DataError, Vocabulary
 
     (tmp_path / "dup.txt").write_text("<S>\n</S>\n<UNK>\na\na\n")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pyelmo.cli import main
-from pyelmo.corpus import build, fetch, sources, splits
+from pyelmo.corpus import build, dictionaries, fetch, mail, rdata, sentences, sources, splits, sword
 from pyelmo.errors import InputError, PyelmoError
 
 DATA = Path(__file__).parent / "data" / "corpus"
@@ -191,8 +191,8 @@ def test_gcide_cleaning(tmp_path: Path) -> None:
     dz = tmp_path / "gcide.dict.dz"
     with gzip.open(dz, "wb") as fh:
         fh.write((DATA / "gcide/gcide.dict").read_bytes())
-    pars = list(sources.read_gcide(tmp_path))
-    assert pars == list(sources.read_gcide(DATA / "gcide"))  # dictzip and plain agree
+    pars = list(dictionaries.read_gcide(tmp_path))
+    assert pars == list(dictionaries.read_gcide(DATA / "gcide"))  # dictzip and plain agree
     text = "\n".join(pars)
     assert "Assurance of manner or of action; self-possession." in pars
     assert "To cut into two parts; to part into two divisions; to divide into pairs; to bisect." in pars
@@ -207,7 +207,7 @@ def test_gcide_cleaning(tmp_path: Path) -> None:
 
 
 def test_sword_module_and_markup(roots: dict[str, Path]) -> None:
-    web = list(sources.read_sword(roots["web"]))
+    web = list(sword.read_sword(roots["web"]))
     assert web[0] == "Genesis"
     assert web[1] == ("In the beginning, God created the heavens and the earth. The earth was formless "
                       "and empty. Darkness was on the surface of the deep & God\u2019s Spirit was "
@@ -215,7 +215,7 @@ def test_sword_module_and_markup(roots: dict[str, Path]) -> None:
     assert web[2] == "God said, \u201cLet there be light,\u201d and there was light."
     joined = " ".join(web)
     assert "<" not in joined and "FOOTNOTE" not in joined and "1:1" not in joined
-    com = list(sources.read_sword(roots["tdavid"]))  # 4-byte verse records, a linked verse
+    com = list(sword.read_sword(roots["tdavid"]))  # 4-byte verse records, a linked verse
     assert com == ["The gracious results of a full confession; or, confession and absolution scripturally explained.",
                    "It is our wisdom to have personal dealings with God."]
 
@@ -225,11 +225,11 @@ def test_sword_bad_index(tmp_path: Path) -> None:
     vfile = next(root.rglob("ot.bzv"))
     vfile.write_bytes(struct.pack("<IIH", 5, 0, 10) * 2)  # block 5 does not exist
     with pytest.raises(InputError, match="verse index"):
-        list(sources.read_sword(root))
+        list(sword.read_sword(root))
 
 
 def test_r_parser_and_austen(roots: dict[str, Path], tmp_path: Path) -> None:
-    obj = sources.r_unserialize(r_serialize_strings(["a", None, "\u00e9t\u00e9"], names_attr=True))
+    obj = rdata.r_unserialize(r_serialize_strings(["a", None, "\u00e9t\u00e9"], names_attr=True))
     assert list(obj) == ["a", None, "\u00e9t\u00e9"] and obj.rtype == 16
     assert list(obj.attrs["names"]) == ["n0", "n1", "n2"]
     pars = list(sources.read_austen(roots["austen"]))
@@ -242,7 +242,7 @@ def test_r_parser_and_austen(roots: dict[str, Path], tmp_path: Path) -> None:
     with pytest.raises(InputError):
         list(sources.read_austen(bad.parent))
     with pytest.raises(InputError):  # truncated stream
-        sources.r_unserialize(r_serialize_strings(["abc"])[:-2])
+        rdata.r_unserialize(r_serialize_strings(["abc"])[:-2])
 
 
 def test_nlp_corpus_and_errors(tmp_path: Path) -> None:
@@ -345,14 +345,14 @@ def test_stdlib_sotu_from_1900_and_ham_only() -> None:
     sotu = list(sources.read_sotu(DATA / "stdlib"))
     assert sotu[0].startswith("To the Senate") and sotu[1].startswith("We must keep the peace")
     assert len(sotu) == 2  # the 1899 address and the .json twin are not read
-    ham = list(sources.read_spam_assassin_ham(DATA / "stdlib"))
+    ham = list(mail.read_spam_assassin_ham(DATA / "stdlib"))
     assert ham == ["Isn't it just basically a mixture of beaten egg and bacon (or pancetta, really)? "
                    "You mix in the raw egg to the cooked pasta. See for more.",
                    "This week the shop opens a new branch in the old town centre."]
     text = " ".join(ham)  # no quotes, attribution, signature, footer, spam, German, URLs
     for bad in ("Carbonara", "wrote", "Martin", "Yahoo", "unsubscribe", "WIN", "Spam", "Newsletter", "http"):
         assert bad not in text, bad
-    assert sources.looks_english("the cat sat on the mat with a hat") and not sources.looks_english(
+    assert mail.looks_english("the cat sat on the mat with a hat") and not mail.looks_english(
         "Diesen Monat im Newsletter heisse Gespraeche kurzen Hosen")
 
 
@@ -369,11 +369,11 @@ def test_html_documentation_prose() -> None:
 
 
 def test_foldoc_and_jargon() -> None:
-    assert list(sources.read_foldoc(DATA / "foldoc")) == [
+    assert list(dictionaries.read_foldoc(DATA / "foldoc")) == [
         "(ADT) A kind of data abstraction where a type's internal form is hidden behind a set of access functions.",
         "Selecting one of several banks of memory that share the same addresses, for example by writing to a "
         "control port."]
-    assert list(sources.read_jargon(DATA / "jargon")) == [
+    assert list(dictionaries.read_jargon(DATA / "jargon")) == [
         "To consume, usu.: used with \u2018up\u2019. \u201cThe output spy gobbles characters out of a tty "
         "output buffer.\u201d",
         "When used to describe a magnetic medium, describes one containing a tested, up-to-spec, ready-to-ship "
@@ -381,12 +381,12 @@ def test_foldoc_and_jargon() -> None:
 
 
 def test_sentence_splitter() -> None:
-    build._init_worker()
-    assert build.split_sentences('"I shall not. I am not intimidated. Is Mr. Darcy here?" said she. '
-                                 "J. R. Smith came, e.g. on Monday. It cost $3.1bn. Then 2004 came.") == [
+    sentences.init_worker()
+    assert sentences.split_sentences('"I shall not. I am not intimidated. Is Mr. Darcy here?" said she. '
+                                     "J. R. Smith came, e.g. on Monday. It cost $3.1bn. Then 2004 came.") == [
         '"I shall not.', "I am not intimidated.", 'Is Mr. Darcy here?" said she.',
         "J. R. Smith came, e.g. on Monday.", "It cost $3.1bn.", "Then 2004 came."]
-    kept, short, long = build.tokenize_units(["Short. " + "word " * 250 + ". Fine sentence here, isn't it?"], False)
+    kept, short, long = sentences.tokenize_units(["Short. " + "word " * 250 + ". Fine sentence here, isn't it?"], False)
     assert kept == ["Fine sentence here , isn 't it ?"] and short == 1 and long == 1
 
 

@@ -28,10 +28,27 @@ def lm_dir(tiny_model, tmp_path):
     return directory
 
 
-def test_demo_prints_table_and_writes_png(lm_dir, tmp_path, capsys):
-    png = tmp_path / "demo.png"
-    assert main(["demo", "--model", str(lm_dir), "--plot", str(png)]) == 0
+def _small_png(path: Path, software: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(1, 1))
+    fig.savefig(path, metadata={"Software": software})
+    plt.close(fig)
+
+
+def test_demo_prints_table_and_writes_png(lm_dir, tmp_path, capsys, monkeypatch):
+    from pyelmo.evaluation.demo import is_demo_figure
+
+    monkeypatch.chdir(tmp_path)
+    png = tmp_path / "pyelmo-demo.png"  # the default --out, in the current folder
+    _small_png(png, "pyelmo demo")  # as an earlier run left it
+    assert main(["demo", "--model", str(lm_dir)]) == 0
     out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1] == f"wrote the figure to {png} (replacing the one an earlier run wrote)"
+    assert is_demo_figure(png) and png.stat().st_size > 10_000
     rows = [line for line in out.splitlines() if line.startswith(("bank:", "apple:", "play:"))]
     assert len(rows) == 1 + 1 + 3
     for row in rows:  # layer 0 is context-independent: identical vectors for identical word forms
@@ -48,6 +65,23 @@ def test_demo_prints_table_and_writes_png(lm_dir, tmp_path, capsys):
         assert -1 <= diff <= 1 and -1 <= same <= 1 and gap == pytest.approx(same - diff, abs=2e-3)
         if r[1] == "layer_0":  # layer 0 sees only the characters: no gap by construction
             assert r[2:5] == ["1.000", "1.000", "+0.000"]
+
+
+def test_demo_replaces_only_its_own_figure(lm_dir, tmp_path, capsys, monkeypatch):
+    from pyelmo.cli.demo import _check_plot_path
+
+    monkeypatch.chdir(tmp_path)
+    mine = tmp_path / "pyelmo-demo.png"
+    _small_png(mine, "someone else")
+    before = mine.read_bytes()
+    assert main(["demo", "--model", str(lm_dir)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (f"pyelmo demo: error: --out pyelmo-demo.png exists and is not a figure pyelmo demo wrote: "
+                   f"choose another --out, or replace it with --overwrite")
+    assert mine.read_bytes() == before
+    assert _check_plot_path(str(mine), overwrite=True) is False  # --overwrite: replaced, no error
+    _small_png(mine, "pyelmo demo")
+    assert _check_plot_path(str(mine), overwrite=False) is True  # an earlier demo figure: replaced
 
 
 def test_sense_separation_on_hand_made_vectors():

@@ -18,8 +18,8 @@ pytest.importorskip("nltk")
 pytest.importorskip("gensim")
 pytest.importorskip("sklearn")
 
-from pyelmo.evaluation import common, pos, report, static, wsd  # noqa: E402
-from pyelmo.evaluation.wsd import WsdInstance  # noqa: E402
+from pyelmo.evaluation import common, pos, report, static, wsd, wsddata  # noqa: E402
+from pyelmo.evaluation.wsddata import WsdInstance  # noqa: E402
 from pyelmo.modelio.weights import model_fingerprint  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "evaluation"
@@ -36,7 +36,7 @@ def cache(tmp_path) -> Path:
 
 @pytest.fixture
 def instances(cache) -> list[WsdInstance]:
-    return wsd.load_instances(WORDNET, cache, progress=False)
+    return wsddata.load_instances(WORDNET, cache, progress=False)
 
 
 @pytest.fixture
@@ -58,9 +58,9 @@ def word2vec_file(tmp_path) -> Path:
 
 
 def test_wsd_split_is_deterministic_and_proportioned():
-    assert wsd.wsd_split("n", "bank", "he cashed a check at the bank") == \
-        wsd.wsd_split("n", "bank", "he cashed a check at the bank")
-    counts = Counter(wsd.wsd_split("n", f"w{i}", "s") for i in range(3000))
+    assert wsddata.wsd_split("n", "bank", "he cashed a check at the bank") == \
+        wsddata.wsd_split("n", "bank", "he cashed a check at the bank")
+    counts = Counter(wsddata.wsd_split("n", f"w{i}", "s") for i in range(3000))
     assert set(counts) == {"train", "dev", "test"}
     assert abs(counts["train"] / 3000 - 0.6) < 0.04
     assert abs(counts["dev"] / 3000 - 0.1) < 0.03
@@ -68,9 +68,9 @@ def test_wsd_split_is_deterministic_and_proportioned():
 
 
 def test_wordnet_fixture_reads_through_nltk(cache):
-    wn = wsd.open_wordnet(WORDNET, cache)
-    assert (wsd.prepare_wordnet_dir(WORDNET, cache) / "lexnames").read_text().startswith("00\tadj.all\t3\n")
-    senses = wsd.lemma_senses(wn, "bank", "n")
+    wn = wsddata.open_wordnet(WORDNET, cache)
+    assert (wsddata.prepare_wordnet_dir(WORDNET, cache) / "lexnames").read_text().startswith("00\tadj.all\t3\n")
+    senses = wsddata.lemma_senses(wn, "bank", "n")
     assert len(senses) == 10 and senses[0].name() == "bank.n.01"
     assert senses[1].lexname() == "noun.group"
     assert "goose" in wn._morphy("geese", "n")  # noun.exc
@@ -90,13 +90,13 @@ def test_wsd_instances(instances):
     check = next(i for i in instances if i.tokens == tuple("he cashed a check at the bank".split()))
     assert check.sense == "depository_financial_institution.n.01" and check.sense_rank == 1
     assert check.first_sense == "bank.n.01" and check.n_senses == 10
-    assert check.split == wsd.wsd_split("n", "bank", "he cashed a check at the bank")
+    assert check.split == wsddata.wsd_split("n", "bank", "he cashed a check at the bank")
 
 
 def test_instances_are_cached_as_json(cache, instances):
     files = list(cache.glob("wsd-instances-*.json"))
     assert len(files) == 1
-    again = wsd.load_instances(WORDNET, cache, progress=False)
+    again = wsddata.load_instances(WORDNET, cache, progress=False)
     assert again == instances
 
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.embedding.embedder import ElmoEmbedder, token_budget_batches
+from pyelmo.embedding.embedder import ElmoEmbedder
 from pyelmo.modelio.weights import load_bilm_hdf5
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
@@ -28,6 +28,7 @@ from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, onednn_a
 from pyelmo.runtime.products import PLAIN, Products, onednn_rows
 from pyelmo.runtime.rows import PackedRows
 from pyelmo.runtime.token_cache import TokenCache
+from pyelmo.text.batching import token_budget_batches
 
 ATOL = 1e-5
 #: An explicit bfloat16 plan: bfloat16 products on any CPU (through torch's bfloat16 matmul where the
@@ -419,7 +420,7 @@ def test_embed_file_sentence_keys_keep_first(tmp_path):
 
 def test_shards_merge_to_the_unsharded_file(tmp_path):
     from pyelmo.cli import main
-    from pyelmo.embedding.embedder import merge_shards
+    from pyelmo.embedding.store import merge_shards
     from pyelmo.modelio.weights import save_bilm_hdf5
 
     sentences = [" ".join(s) for s in _sentences(21, seed=8)] + ["a cat", "the dog", "a cat"]

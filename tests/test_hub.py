@@ -17,6 +17,7 @@ import torch
 
 from httpserver import FileServer
 from pyelmo.modelio import hub
+from pyelmo.modelio.downloads import DownloadError
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.cli import main
 from pyelmo.errors import PyelmoError, WeightFileError
@@ -104,7 +105,7 @@ def test_released_names_through_a_mirror(cache, monkeypatch):
 def test_killed_download_resumes_with_a_range_request(cache, server, tiny):
     half = len(WEIGHTS) // 2
     server.cut["/m/weights.hdf5"] = half
-    with pytest.raises(hub.DownloadError, match="stopped at .*run again to resume"):
+    with pytest.raises(DownloadError, match="stopped at .*run again to resume"):
         hub.resolve("tiny-test", progress=False)
     part = cache / "models" / "tiny-test" / ".weights.hdf5.part"
     assert part.stat().st_size == half
@@ -121,7 +122,7 @@ def test_pinned_digest_mismatch_is_rejected_and_removed(cache, server, tiny, mon
     server.files["/m/weights.hdf5"] = bytes(corrupt)
     pinned = hub.Release(**{**tiny.__dict__, "sha256": (("weights.hdf5", hashlib.sha256(WEIGHTS).hexdigest()),)})
     monkeypatch.setitem(hub.RELEASES, "tiny-test", pinned)
-    with pytest.raises(hub.DownloadError) as info:
+    with pytest.raises(DownloadError) as info:
         hub.resolve("tiny-test", progress=False)
     assert "\n" not in str(info.value) and "sha256" in str(info.value)
     folder = cache / "models" / "tiny-test"
@@ -145,7 +146,7 @@ def test_cached_file_changed_on_disk_is_detected(cache, server, tiny):
     data = bytearray(files.weights.read_bytes())
     data[100] ^= 0xFF
     files.weights.write_bytes(bytes(data))
-    with pytest.raises(hub.DownloadError, match="changed since download"):
+    with pytest.raises(DownloadError, match="changed since download"):
         hub.resolve("tiny-test", progress=False)
     assert not files.weights.exists()
     assert hub.resolve("tiny-test", progress=False).weights.read_bytes() == WEIGHTS
@@ -157,7 +158,7 @@ def test_a_later_download_must_match_the_digest_recorded_by_the_first(cache, ser
     changed = bytearray(WEIGHTS)
     changed[len(changed) // 2] ^= 0xFF
     server.files["/m/weights.hdf5"] = bytes(changed)
-    with pytest.raises(hub.DownloadError, match="recorded at the first download"):
+    with pytest.raises(DownloadError, match="recorded at the first download"):
         hub.resolve("tiny-test", progress=False)
     assert not files.weights.exists() and leftovers(cache) == []
 
@@ -202,18 +203,47 @@ def test_two_processes_downloading_at_once_end_with_one_good_file(cache, server,
     assert leftovers(cache) == []
 
 
-def test_offline_mode_names_the_file_the_place_and_the_url(cache, tiny, monkeypatch, capsys):
+def test_offline_mode_names_every_file_its_url_and_place_in_one_message(cache, tiny, monkeypatch, capsys):
     monkeypatch.setenv("PYELMO_OFFLINE", "1")
+    folder = cache / "models" / "tiny-test"
     assert main(["embed", "--model", "tiny-test", "in.txt", "out.hdf5"]) == 1
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err
-    assert tiny.options_url in err and str(cache / "models" / "tiny-test" / "options.json") in err
-    assert "PYELMO_OFFLINE" in err
+    assert "\n" not in err and "PYELMO_OFFLINE" in err
+    assert f"{tiny.options_url} to {folder / 'options.json'}" in err
+    assert f"{tiny.weights_url} to {folder / 'weights.hdf5'}" in err
+    assert f"'pyelmo download tiny-test --dir DIR' and copy DIR/models/tiny-test to {folder}" in err
+    # the user does what it says: one file by hand, then the message names only the other
+    folder.mkdir(parents=True)
+    (folder / "options.json").write_bytes(OPTIONS)
+    with pytest.raises(DownloadError) as info:
+        hub.resolve("tiny-test")
+    assert f"{tiny.weights_url} to {folder / 'weights.hdf5'}" in str(info.value)
+    assert tiny.options_url not in str(info.value) and "(options.json is there)" in str(info.value)
+    (folder / "weights.hdf5").write_bytes(WEIGHTS)
+    assert torch.equal(outputs(pyelmo_load("tiny-test")), direct())
+
+
+def test_offline_mode_for_a_url_names_the_weights_and_their_options(cache, monkeypatch):
+    monkeypatch.setenv("PYELMO_OFFLINE", "1")
+    url = "http://127.0.0.1:9/x/elmo_tiny_weights.hdf5"
+    with pytest.raises(DownloadError) as info:
+        hub.resolve(url)
+    message = str(info.value)
+    folder = cache / "models" / hub.url_folder(url)
+    assert f"{url} to {folder / 'weights.hdf5'}" in message
+    assert f"http://127.0.0.1:9/x/elmo_tiny_options.json to {folder / 'options.json'}" in message
+    assert f"pyelmo download {url} --dir DIR" in message
+
+
+def pyelmo_load(name):
+    import pyelmo
+
+    return pyelmo.load(name)
 
 
 def test_unreachable_server_is_one_line_naming_the_url(cache, monkeypatch):
     url = "http://127.0.0.1:9/nothing/model.zip"  # port 9 (discard): connection refused
-    with pytest.raises(hub.DownloadError) as info:
+    with pytest.raises(DownloadError) as info:
         hub.resolve(url, progress=False)
     assert url in str(info.value) and "\n" not in str(info.value)
 
@@ -275,6 +305,30 @@ def test_archive_without_a_model_is_refused(cache, tmp_path):
             hub.resolve(f"{srv.url}/empty.zip", progress=False)
     kept = [p.name for p in (cache / "models").rglob("*") if p.is_file()]
     assert [name for name in kept if name != "files.json" and not name.endswith(".lock")] == []
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tf:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("suffix, pack", [(".zip", _zip), (".tar.gz", _tar)])
+@pytest.mark.parametrize("member", ["../escaped.txt", "elmo/../../escaped.txt", "ABSOLUTE"])
+def test_archive_entries_outside_its_folder_are_refused(cache, tmp_path, suffix, pack, member):
+    """A model archive with a ``../`` or an absolute entry is refused before anything is unpacked."""
+    if member == "ABSOLUTE":
+        member = str(tmp_path / "escaped.txt")
+    archive = tmp_path / f"model{suffix}"
+    archive.write_bytes(pack({"options.json": OPTIONS, "model.hdf5": WEIGHTS, member: b"x"}))
+    with pytest.raises(PyelmoError, match="has an entry outside its folder"):
+        hub.resolve(str(archive))
+    assert not list(tmp_path.rglob("escaped.txt")) and not list(cache.rglob("model.hdf5"))
+    assert leftovers(cache) == []
 
 
 def test_unknown_name_lists_the_known_ones(cache):

@@ -4,6 +4,7 @@ the batcher groups concurrent requests, and a schema-driven fuzz finds no 5xx.""
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 
@@ -17,7 +18,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from pyelmo.evaluation.demo import SEED_PAIRS, similarity_rows  # noqa: E402
 from pyelmo.serve import Limits, build_service, create_app  # noqa: E402
-from pyelmo.serve.app import Service  # noqa: E402
+from pyelmo.serve.service import Service  # noqa: E402
 from pyelmo.serve.batching import Batcher  # noqa: E402
 
 BANK = SEED_PAIRS[0][1]
@@ -82,6 +83,36 @@ def test_similarity_positions_senses_and_projection(client, service):
     n_sample = len(projection["sample"])
     assert n_sample >= 10 and {s["sense"] for s in projection["sample"]} >= {"bank/finance", "bank/river"}
     assert all(len(points) == 3 + n_sample for points in projection["points"].values())
+    assert set(projection["variance_kept"]) == set(projection["points"])
+    assert all(0 < kept <= 1 + 1e-9 for kept in projection["variance_kept"].values())
+
+
+def test_neighbours_say_how_the_layers_separate_the_senses(client, service):
+    """Per layer, the mean similarity of "bank" over same-sense and different-sense pairs of the sample's
+    contexts (as ``pyelmo demo``), and of the query to each sense's contexts, recomputed here."""
+    sentence = "I deposited money in the bank ."
+    senses = client.post("/v1/neighbours", json={"sentence": sentence, "word": "bank"}).json()["senses"]
+    corpus = service.corpus
+    rows = [r for r in corpus.contexts("bank") if corpus.sense_of(r)]
+    labels = np.array([corpus.sense_of(r) for r in rows])
+    assert senses["contexts"] == {"bank/finance": 11, "bank/river": 11}
+    vectors = np.stack([service.embedder.embed_sentence(list(corpus.examples[corpus.rows[r][0]].tokens))
+                        [:, corpus.rows[r][1]] for r in rows])  # (n, L, D)
+    query = service.embedder.embed_sentence(sentence.split())[:, 5]
+    same = (labels[:, None] == labels[None, :]) & np.triu(np.ones((len(rows),) * 2, dtype=bool), k=1)
+    different = (labels[:, None] != labels[None, :]) & np.triu(np.ones((len(rows),) * 2, dtype=bool), k=1)
+    for layer in range(3):
+        unit = vectors[:, layer] / np.linalg.norm(vectors[:, layer], axis=-1, keepdims=True)
+        sims = unit @ unit.T
+        name = f"layer {layer}"
+        assert senses["same_sense"][name] == pytest.approx(sims[same].mean(), abs=1e-5)
+        assert senses["different_senses"][name] == pytest.approx(sims[different].mean(), abs=1e-5)
+        to_query = unit @ (query[layer] / np.linalg.norm(query[layer]))
+        for sense in ("bank/finance", "bank/river"):
+            assert senses["query"][sense][name] == pytest.approx(to_query[labels == sense].mean(), abs=1e-5)
+    assert senses["same_sense"]["layer 2"] > senses["different_senses"]["layer 2"]
+    # a word the corpus has no senses of: no bars, no error
+    assert client.post("/v1/neighbours", json={"sentence": "the cat sat", "word": "the"}).json()["senses"] is None
 
 
 def test_embed_matches_the_embedder(client, service):
@@ -130,6 +161,40 @@ def test_tokenize_neighbours_and_predict(client, service):
         assert [p["word"] for p in got[direction]] == [w for w, _ in getattr(expected, direction)]
         assert [p["probability"] for p in got[direction]] == pytest.approx([p for _, p in getattr(expected, direction)],
                                                                           abs=1e-6)
+
+
+def test_neighbour_similarities_are_cosines_of_the_vectors(client, service):
+    """Each neighbour's similarity equals the cosine of the two tokens' vectors, embedded here on their own."""
+    answer = client.post("/v1/neighbours", json={"sentence": "I sat on the bank of the river .", "word": "bank",
+                                                  "k": 3}).json()
+    query = service.embedder.embed_sentence(answer["tokens"])[:, answer["position"]]  # (L, D)
+    query = np.concatenate([query, query.mean(axis=0, keepdims=True)])
+    names = [f"layer {i}" for i in range(len(query) - 1)] + ["average"]
+    assert set(answer["layers"]) == set(names)
+    for k, name in enumerate(names):
+        for nb in answer["layers"][name]:
+            other = service.embedder.embed_sentence(nb["sentence"].split(" "))[:, nb["position"]]
+            other = np.concatenate([other, other.mean(axis=0, keepdims=True)])[k]
+            cosine = float(query[k] @ other / (np.linalg.norm(query[k]) * np.linalg.norm(other)))
+            assert nb["similarity"] == pytest.approx(cosine, abs=1e-5), (name, nb)
+    assert np.linalg.norm(query[-1]) > 2  # the vectors are far from unit length: an unnormalised query would show
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/embed", lambda tokens: {"sentences": ["ok", tokens]}, "sentences[1]"),
+    ("/v1/embed", lambda tokens: {"sentences": [" ".join(tokens)]}, "sentences[0]"),
+    ("/v1/neighbours", lambda tokens: {"sentence": tokens, "word": "bank"}, "sentence"),
+    ("/v1/predict", lambda tokens: {"sentence": tokens, "position": 1}, "sentence"),
+    ("/v1/predict", lambda tokens: {"sentence": " ".join(["___", *tokens[1:]])}, "sentence"),
+])
+def test_a_sentence_of_exactly_the_token_limit_is_accepted(client, service, path, body, field):
+    limit = service.limits.max_tokens
+    at_limit = ["the", "bank", *["w"] * (limit - 2)]
+    response = client.post(path, json=body(at_limit))
+    assert response.status_code == 200, response.text
+    over = client.post(path, json=body([*at_limit, "w"]))
+    assert over.status_code == 422 and over.json()["error"]["field"] == field, over.text
+    assert f"{limit + 1} tokens; at most {limit}" in over.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("path, body, status, field", [
@@ -281,7 +346,7 @@ def test_the_batcher_survives_errors_and_cancellations():
 def test_a_client_that_leaves_cancels_its_queued_work():
     import asyncio
 
-    from pyelmo.serve.app import BodyLimit
+    from pyelmo.serve.errors import BodyLimit
 
     embedder = _CountingEmbedder(delay=0.3)
     batcher = Batcher(embedder, max_wait=0.0)
@@ -340,25 +405,103 @@ def test_the_corpus_vectors_are_cached(service, tmp_path):
 # ---------------------------------------------------------------------------- schema fuzz
 
 
+NON_FINITE = (float("nan"), float("inf"), float("-inf"))
+
+#: A valid body per operation, into which each numeric field is set to NaN, +-Infinity or too large a value.
+VALID = {
+    "/v1/embed": {"sentences": ["a bank"], "output": "mix", "layers": [1, 2], "mix_weights": [0.0, 1.0]},
+    "/v1/similarity": {"sentences": ["a bank", "the bank"], "positions": [1, 1]},
+    "/v1/neighbours": {"sentence": "a bank", "position": 1},
+    "/v1/predict": {"sentence": ["a", "bank"], "position": 1},
+}
+
+
+def _numeric_fields(schema: dict, name: str) -> dict[str, bool]:
+    """The request model's numeric fields, each with whether it is a list of numbers."""
+    components = schema["components"]["schemas"]
+    model = components[name]
+    fields = {}
+    for field, spec in model["properties"].items():
+        for option in spec.get("anyOf", [spec]):
+            if option.get("type") in ("number", "integer"):
+                fields[field] = False
+            elif option.get("type") == "array" and option["items"].get("type") in ("number", "integer"):
+                fields[field] = True
+    return fields
+
+
+def test_every_numeric_field_refuses_non_finite_and_huge_values(client):
+    schema = client.get("/openapi.json").json()
+    paths = schema["paths"]
+    checked = set()
+    for path, body in VALID.items():
+        assert client.post(path, json=body).status_code == 200, path
+        ref = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        fields = _numeric_fields(schema, ref.rsplit("/", 1)[1])
+        assert fields, path
+        for field, is_list in fields.items():
+            for bad in (*NON_FINITE, 1e300, -1e300, 10**30):
+                broken = dict(body)
+                if is_list:
+                    broken[field] = [bad] + list(body.get(field) or [0] * 1)[1:]
+                else:
+                    broken[field] = bad
+                response = client.post(path, content=json.dumps(broken, allow_nan=True),
+                                       headers={"content-type": "application/json"})
+                assert response.status_code == 422, (path, field, bad, response.text)
+                assert response.json()["error"]["field"].startswith(field), (path, field, bad, response.text)
+                checked.add((path, field))
+    assert ("/v1/embed", "mix_weights") in checked and ("/v1/embed", "gamma") in checked
+
+
+def _with_non_finite(value, draw):
+    """``value`` with its numbers (and, at random, some other leaves) replaced by NaN or +-Infinity."""
+    from hypothesis import strategies as st
+
+    if isinstance(value, dict):
+        return {k: _with_non_finite(v, draw) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_non_finite(v, draw) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) or draw(st.integers(0, 4)) == 0:
+        return draw(st.sampled_from(NON_FINITE))
+    return value
+
+
 def test_fuzzed_requests_never_get_a_server_error(service):
-    """Requests generated from the OpenAPI schema (valid and not), a few dozen per operation: no 5xx."""
+    """Requests generated from the OpenAPI schema, valid and not, a few dozen per operation, and the same
+    bodies with NaN or +-Infinity in place of numbers (JSON's parser accepts them): no 5xx."""
     schemathesis = pytest.importorskip("schemathesis")
     from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from schemathesis import GenerationMode
 
-    schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(_sibling(service, predictor=service.predictor)))
+    app = create_app(_sibling(service, predictor=service.predictor))
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema.config.generation.update(allow_x00=True)  # NUL characters in strings too
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {op.path for op in operations} >= {"/v1/embed", "/v1/similarity", "/v1/neighbours", "/v1/predict"}
     statuses: dict[str, set[int]] = {}
-    for operation in operations:
-        @given(case=operation.as_strategy())
-        @settings(max_examples=20, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
-        def check(case):
-            response = case.call()
-            statuses.setdefault(case.path, set()).add(response.status_code)
-            assert response.status_code < 500, (case.path, case.body, response.text[:300])
-            if response.status_code >= 400:
-                assert "message" in response.json()["error"]
+    non_finite: dict[str, set[int]] = {}
+    with TestClient(app, raise_server_exceptions=False) as client:
+        for operation in operations:
+            with_body = operation.method.upper() == "POST"  # the others have nothing to get wrong
+            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)[:2 if with_body else 1]:
+                @given(case=operation.as_strategy(mode), data=st.data())
+                @settings(max_examples=15, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=list(HealthCheck))
+                def check(case, data):
+                    response = case.call()
+                    statuses.setdefault(case.path, set()).add(response.status_code)
+                    assert response.status_code < 500, (case.path, case.body, response.text[:300])
+                    if response.status_code >= 400:
+                        assert "message" in response.json()["error"]
+                    if case.method == "POST" and isinstance(case.body, (dict, list)):
+                        body = json.dumps(_with_non_finite(case.body, data.draw), allow_nan=True)
+                        response = client.post(case.formatted_path, content=body,
+                                               headers={"content-type": "application/json"})
+                        non_finite.setdefault(case.path, set()).add(response.status_code)
+                        assert response.status_code < 500, (case.path, body[:300], response.text[:300])
 
-        check()
+                check()
     assert set(statuses) == {op.path for op in operations}, statuses  # every operation was called
+    assert set(non_finite) >= set(VALID), non_finite

@@ -122,15 +122,39 @@ def test_sigterm_drains_the_requests_in_flight_and_exits_0(cache):
         _stop(proc)
 
 
-def test_the_page_shows_the_bank_similarities(server, tmp_path):
+#: The README's picture of the page: rewritten by the browser test from what the page shows on load.
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "serve.png"
+
+
+def _bank_separation(embedder) -> dict[str, dict[str, float]]:
+    """Same- and different-sense mean similarity of "bank" over the sample corpus, computed here."""
+    from pyelmo.evaluation.demo import sense_separation
+    from pyelmo.evaluation.senses import read_sense_examples
+    from pyelmo.serve.neighbours import sample_corpus_path
+
+    contexts: dict[str, list[str]] = {}
+    for example in read_sense_examples(sample_corpus_path()):
+        if example.word == "bank":
+            contexts.setdefault(example.sense, []).append(" ".join(example.tokens))
+    found = sense_separation(embedder, "bank", contexts)
+    return {"same": found.within, "different": found.across}
+
+
+def test_the_page_opens_on_the_bank_comparison(server, tmp_path):
+    """On load, with no click: "bank" of sentence 1 chosen, its similarity to sentence 2's per layer and
+    the sense bars shown (the screenshot of docs/serve.png); each example button chooses its word."""
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
         pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
     playwright = pytest.importorskip("playwright.sync_api")
-    from pyelmo.evaluation.demo import SEED_PAIRS, similarity_rows
     from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.evaluation.demo import SEED_PAIRS, similarity_rows
+    from pyelmo.fileio import write_bytes_atomic
 
     word, sentences = SEED_PAIRS[0]
-    expected = similarity_rows(ElmoEmbedder(), word, sentences)[0].by_layer
+    embedder = ElmoEmbedder()
+    expected = similarity_rows(embedder, word, sentences)[0].by_layer
+    separation = _bank_separation(embedder)
+    done = "() => document.getElementById('status').textContent === 'Showing \"{}\".'"
     errors: list[str] = []
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
@@ -139,22 +163,31 @@ def test_the_page_shows_the_bank_similarities(server, tmp_path):
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.goto(server + "/")
-            page.wait_for_selector(".token")
-            page.fill("#sentences", "\n".join(sentences))
-            page.click("#analyse")
-            page.wait_for_function("document.querySelectorAll('#tokens .sentence').length === 2")
-            page.click('.token[data-sentence="0"]:text-is("bank")')
-            page.wait_for_selector("#heatmap td.cell")
-            page.wait_for_selector(".prediction-list li")
-            page.wait_for_selector("#neighbours li")
-            page.wait_for_selector("#projection circle")
+            page.wait_for_function(done.format("bank"), timeout=60_000)
+            for selector in ("#heatmap td.cell", "#senses rect.bar", ".prediction-list li", "#neighbours li",
+                             "#projection circle", "#senses-query td"):
+                page.wait_for_selector(selector)
+            chosen = page.eval_on_selector_all(".token.chosen", "els => els.map(e => [e.dataset.sentence, e.textContent])")
             cells = page.eval_on_selector_all("#heatmap td.cell", "els => els.map(e => [e.dataset.layer, e.textContent])")
-            page.screenshot(path=str(tmp_path / "serve.png"), full_page=True)
+            bars = page.eval_on_selector_all("#senses rect.bar",
+                                             "els => els.map(e => [e.dataset.kind, e.dataset.layer, +e.dataset.value])")
+            in_view = page.evaluate("document.getElementById('heatmap').getBoundingClientRect().top < innerHeight")
+            status = page.text_content("#status")
+            screenshot = page.screenshot(full_page=True)
+            # each example button loads its sentences and chooses its word in sentence 1
+            examples = {}
+            for name in ("apple", "play", "bank"):
+                page.click(f'.example[data-example="{name}"]')
+                page.wait_for_function(done.format(name), timeout=60_000)
+                examples[name] = page.evaluate("""() => [document.querySelectorAll('#tokens .sentence').length,
+                    [...document.querySelectorAll('.token.chosen')].map(e => [e.dataset.sentence, e.textContent]),
+                    document.querySelectorAll('#heatmap td.cell').length,
+                    document.getElementById('senses-word').textContent]""")
             # the keyboard alone: focus the other sentence's "bank" and press Enter
             page.focus('.token[data-sentence="1"]:text-is("bank")')
             page.keyboard.press("Enter")
             page.wait_for_function("document.getElementById('word-title').textContent.includes('sentence 2')")
-            page.wait_for_function("document.getElementById('status').textContent.startsWith('Showing')")
+            page.wait_for_function(done.format("bank"))
             keyboard_cells = page.eval_on_selector_all("#heatmap td.cell", "els => els.map(e => e.textContent)")
             # a narrow (phone) screen: nothing wider than the viewport
             page.set_viewport_size({"width": 390, "height": 844})
@@ -162,12 +195,22 @@ def test_the_page_shows_the_bank_similarities(server, tmp_path):
             page.screenshot(path=str(tmp_path / "serve-narrow.png"), full_page=True)
         finally:
             browser.close()
+    (tmp_path / "serve.png").write_bytes(screenshot)
+    write_bytes_atomic(SCREENSHOT, screenshot)
+    assert chosen == [["0", "bank"]], chosen
+    assert status == 'Showing "bank".' and in_view  # the comparison, not "Tokenizing...", in the first screen
     shown = dict(cells)
     assert set(shown) == set(expected), shown
     for name, value in expected.items():
         assert abs(float(shown[name]) - value) <= 0.0005 + 1e-6, (name, shown[name], value)
     assert shown["layer 0"] == "1.000" and float(shown["layer 2"]) < 0.99  # context moves the top layer
+    assert {(kind, layer) for kind, layer, _ in bars} == {(k, n) for k in separation for n in expected}
+    for kind, layer, value in bars:
+        assert value == pytest.approx(separation[kind][layer], abs=1e-4), (kind, layer)
+    assert separation["same"]["layer 2"] > separation["different"]["layer 2"]  # the senses, seen at once
+    assert examples == {"apple": [2, [["0", "apple"]], 4, '"apple"'], "play": [3, [["0", "play"]], 8, '"play"'],
+                        "bank": [2, [["0", "bank"]], 4, '"bank"']}, examples
     assert keyboard_cells == [c for _, c in cells]  # the same pair, seen from the other sentence
     assert overflow <= 0, overflow
     assert not errors, errors
-    assert (tmp_path / "serve.png").stat().st_size > 10_000
+    assert len(screenshot) > 10_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pyelmo
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.cli import main
 from pyelmo.embedding.embedder import ElmoEmbedder
-from pyelmo.modelio.load import DEFAULT_MODEL_DIR
+from pyelmo.modelio.hub import DEFAULT_MODEL_DIR
 from pyelmo.lm.predict import WordPredictor
 from pyelmo.evaluation.senses import read_sense_examples, sense_accuracy_per_layer
 from pyelmo.modelio.weights import load_bilm_hdf5, save_bilm_hdf5
@@ -72,6 +73,29 @@ def test_predict_ranks_words_that_fit_the_whole_sentence():
     assert predictions.forward[0][0] in {".", ","}
     assert all(w.isalpha() for w in combined)
     assert {"shore", "side"} <= set(combined)
+
+
+def test_the_readme_shows_what_predict_prints(capsys):
+    """Every `$ pyelmo predict ...` block of the README is the shipped model's real output."""
+    import shlex
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```console\n\$ pyelmo (predict .*?)\n(.*?)```", readme, flags=re.S)
+    assert blocks
+    for command, shown in blocks:
+        assert main(shlex.split(command)) == 0
+        printed = capsys.readouterr().out
+        want, got = (text.strip().splitlines() for text in (shown, printed))
+        assert len(got) == len(want), (command, printed)
+        for a, b in zip(got, want):
+            a, b = a.split(), b.split()
+            assert [w for w in a if not _number(w)] == [w for w in b if not _number(w)], (command, a, b)
+            assert [float(w) for w in a if _number(w)] == pytest.approx([float(w) for w in b if _number(w)],
+                                                                       abs=2e-4), (command, a, b)
+
+
+def _number(word: str) -> bool:
+    return bool(re.fullmatch(r"\d+\.\d+", word))
 
 
 def test_shipped_model_is_a_trained_language_model(tmp_path):

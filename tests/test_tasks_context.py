@@ -12,7 +12,8 @@ from pyelmo.errors import InputError
 from pyelmo.tasks.data import read_classify
 from pyelmo.corpus.sentences import sentence_spans
 from pyelmo.tasks.features import LayerCache
-from pyelmo.tasks.train import TrainOptions, load_task
+from pyelmo.tasks.options import TrainOptions
+from pyelmo.tasks.train import load_task
 
 from test_tasks import BILM_ARGS, _train, data  # noqa: F401  (the fixture)
 

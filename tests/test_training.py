@@ -13,7 +13,7 @@ import torch
 
 from pyelmo.cli import main
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
-from pyelmo.training import trainer as trainer_mod
+from pyelmo.training.checkpoints import load_checkpoint
 from pyelmo.training.config import config_from_dict
 from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataOrder, shard
@@ -218,7 +218,7 @@ def test_resume_equals_uninterrupted(corpus, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         train(cfg, tmp_path / "part", data_dir=corpus)
     monkeypatch.setattr(Trainer, "train_step", original)
-    ckpt = trainer_mod.load_checkpoint(tmp_path / "part" / "checkpoint.pt")
+    ckpt = load_checkpoint(tmp_path / "part" / "checkpoint.pt")
     assert ckpt["step"] == 6
     assert main(["train", "--out", str(tmp_path / "part"), "--resume", "--no-progress"]) == 0
     a, b = load_native_tensors(full.model_dir), load_native_tensors(tmp_path / "part" / "model")
@@ -254,7 +254,7 @@ def test_torchrun_two_processes_equal_one(corpus, tmp_path):
         assert torch.allclose(a[k], b[k], atol=1e-5, rtol=0), (k, (a[k] - b[k]).abs().max())
 
 
-def test_init_from_and_export(trained, corpus, tmp_path, capsys):
+def test_init_from_and_export(trained, corpus, tmp_path, capfd):
     out, _ = trained
     model_dir = out / "model"
     # continue training on new text
@@ -265,7 +265,7 @@ def test_init_from_and_export(trained, corpus, tmp_path, capsys):
     assert not torch.equal(load_native_tensors(cont.model_dir)["softmax.weight"],
                            load_native_tensors(model_dir)["softmax.weight"])
     # export -> load -> identical outputs
-    assert main(["export", str(model_dir), "--format", "bilm-hdf5", str(tmp_path / "exp")]) == 0
+    assert main(["export", "--model", str(model_dir), "--format", "bilm-hdf5", str(tmp_path / "exp")]) == 0
     assert {"options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt"} <= {p.name for p in (tmp_path / "exp").iterdir()}
     native = from_pretrained(model_dir)
     exported = load_bilm_hdf5(tmp_path / "exp" / "options.json", tmp_path / "exp" / "weights.hdf5")
@@ -278,8 +278,9 @@ def test_init_from_and_export(trained, corpus, tmp_path, capsys):
 
     with h5py.File(tmp_path / "exp" / "softmax.hdf5") as f:
         assert np.array_equal(f["softmax/W"][...], load_native_tensors(model_dir)["softmax.weight"].numpy())
-    assert main(["perplexity", str(model_dir), str(corpus / "test" / "part.txt"), "--json"]) == 0
-    ppl = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    capfd.readouterr()
+    assert main(["perplexity", "--model", str(model_dir), str(corpus / "test" / "part.txt"), "--json"]) == 0
+    ppl = json.loads(capfd.readouterr().out)  # stdout (the file descriptor) holds the JSON document alone
     assert ppl["average"] == pytest.approx(np.sqrt(ppl["forward"] * ppl["backward"]), rel=1e-6)
 
 
@@ -302,6 +303,44 @@ def test_bad_config_is_one_line_error(corpus, tmp_path, capsys, content, message
     assert code == 1 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_plan_names_the_limit_that_binds_first():
+    from pyelmo.training.config import TrainSection
+    from pyelmo.training.report import Plan
+
+    epochs_first = Plan.of(59, TrainSection(max_steps=4000, max_epochs=10))
+    assert epochs_first.total == 590 and epochs_first.binding == (
+        "train.max_epochs = 10 (--max-epochs) ends the run before train.max_steps = 4000 (--max-steps)")
+    steps_first = Plan.of(59, TrainSection(max_steps=100, max_epochs=10))
+    assert steps_first.total == 100 and steps_first.binding.startswith("train.max_steps = 100 (--max-steps) ends")
+    assert Plan.of(59, TrainSection(max_steps=0, max_epochs=2)).binding.endswith("ends the run (no step limit)")
+
+
+def test_train_says_what_it_trains_for_how_long_and_why_it_stopped(corpus, tmp_path, capsys):
+    """The start summary (parameters, vocabulary, data, steps planned and the binding limit), the progress
+    bar's validation perplexity, and the reason for stopping in the last line."""
+    from pyelmo.lm.model import load_language_model
+
+    (tmp_path / "c.json").write_text(json.dumps(_config(train__eval_every=2, train__log_every=1)))
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(tmp_path / "c.json"), "--data", str(corpus), "--out", str(out),
+                 "--max-steps", "4000", "--max-epochs", "1"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    model = load_language_model(out / "model")[0]
+    words = len((out / "vocab.txt").read_text().splitlines())
+    assert lines[0].startswith(f"model: {sum(p.numel() for p in model.parameters()):,} parameters (biLM ")
+    assert lines[1].startswith(f"vocabulary: {words:,} words (built from the training text")
+    tokens = sum(len(line.split()) for line in (corpus / "train" / "part.txt").read_text().splitlines())
+    assert lines[2] == f"training data: 160 sentences, {tokens:,} tokens in 1 file(s)"
+    assert lines[3].startswith("validation: 20 sentences") and lines[3].endswith("every 2 steps and at the end")
+    planned = int(lines[4].split()[1])
+    assert lines[4].endswith("train.max_epochs = 1 (--max-epochs) ends the run before train.max_steps = 4000 "
+                             "(--max-steps)"), lines[4]
+    assert lines[-1].startswith(f"trained {planned} steps, ")
+    assert "; stopped: train.max_epochs = 1 (--max-epochs) reached; model: " in lines[-1]
+    assert "valid_ppl=" in captured.err and "train_ppl=" in captured.err
+
+
 def test_bad_overrides_and_data_are_one_line_errors(corpus, tmp_path, capsys):
     (tmp_path / "c.toml").write_text("[train]\nmax_steps = 1\n")
     (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00bad\n")
@@ -320,7 +359,7 @@ def test_bad_overrides_and_data_are_one_line_errors(corpus, tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 1 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert main(["train", "--out", str(tmp_path / "never"), "--resume"]) == 1
-    assert main(["perplexity", str(tmp_path / "nomodel"), str(corpus / "test" / "part.txt")]) == 1
+    assert main(["perplexity", "--model", str(tmp_path / "nomodel"), str(corpus / "test" / "part.txt")]) == 1
 
 
 def test_sampled_nll_matches_tf_formula_with_expected_count_correction():

@@ -44,13 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5, save_bilm_hdf5, save_pretrained
 
 
-#: Submodules reachable as attributes (``pyelmo.modelio.hub.download("original")``).
-_SUBMODULES = ("hub",)
-
-
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"pyelmo.{name}")
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'pyelmo' has no attribute {name!r}")

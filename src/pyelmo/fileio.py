@@ -48,3 +48,43 @@ def write_text_atomic(path: PathLike, text: str) -> None:
 def write_json_atomic(path: PathLike, obj: Any) -> None:
     """Write ``obj`` as indented JSON (with a final newline) to ``path`` atomically."""
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def check_output_folder(folder: PathLike, what: str = "output") -> Path:
+    """``folder`` exists and can be written into (``InputError`` naming ``what`` otherwise): checked
+    before any work, so that a command never computes a result it cannot save."""
+    from pyelmo.errors import InputError
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{what} folder does not exist: {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{what} folder is not writable: {folder}")
+    return folder
+
+
+def check_output_file(path: PathLike, overwrite: bool = False, what: str = "output") -> Path:
+    """``path`` can be written: not a folder, its folder writable, and absent unless ``overwrite``."""
+    from pyelmo.errors import InputError
+
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{what} path is a directory: {path}")
+    check_output_folder(path.parent, what)
+    if path.exists() and not overwrite:
+        raise InputError(f"{what} file exists: {path} (use --overwrite to replace it)")
+    return path
+
+
+def read_json(path: PathLike, expected: type = dict, what: str = "a JSON object") -> Any:
+    """The JSON value in ``path`` (UTF-8), which must be an ``expected`` (``InputError`` naming the file
+    otherwise: invalid JSON, or ``what`` it is not)."""
+    from pyelmo.errors import InputError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, expected):
+        raise InputError(f"{path}: not {what}")
+    return data

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 
 # Subcommand modules, in the order --help lists them.
 COMMANDS = ["demo", "embed", "embed_merge", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate",
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    formatwarning = warnings.formatwarning
+    if not args.debug:  # warnings on one line, like errors
+        warnings.formatwarning = lambda message, *_, **__: f"pyelmo {args.command}: warning: {message}\n"
     try:
         return int(args.func(args) or 0)
     except PyelmoError as exc:
@@ -58,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         detail = f": {exc}" if str(exc) else ""
         print(f"pyelmo {args.command}: interrupted{detail}", file=sys.stderr)
         return 130
+    finally:
+        warnings.formatwarning = formatwarning
 
 
 if __name__ == "__main__":

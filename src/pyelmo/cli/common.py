@@ -8,15 +8,20 @@ from pyelmo.errors import InputError
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) -> None:
-    """--model, and (with ``released``) --options-file / --weight-file."""
+    """--model, and (with ``released``) --options-file / --weight-file; without ``released``, for the
+    commands that need the softmax too (predict, perplexity, export)."""
     group = parser.add_argument_group("model (default: the shipped English model)")
     if not released:
-        group.add_argument("--model", metavar="DIR", help="native model directory (config.json + model.safetensors)")
+        group.add_argument("--model", metavar="DIR",
+                           help="a model with its softmax: a folder 'pyelmo train' wrote (RUN or RUN/model), one "
+                                "'pyelmo export' wrote, or english (the shipped model). The released models "
+                                "(original, ...) have none")
         return
     group.add_argument("--model", metavar="NAME|DIR|URL",
                        help="a released model by name (english, small, medium, original, original-5.5b, pubmed; "
-                            "see 'pyelmo models'; downloaded once into the cache), a model directory, or a URL "
-                            "or .zip/.tar.gz archive holding options.json + model.hdf5")
+                            "see 'pyelmo models'; downloaded once into the cache), a model folder ('pyelmo train', "
+                            "'export' or 'convert' output, or DIR/models/NAME after 'pyelmo download NAME --dir "
+                            "DIR'), or a URL or .zip/.tar.gz archive holding options.json + model.hdf5")
     group.add_argument("--options-file", metavar="JSON", help="released-format options file (with --weight-file)")
     group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
@@ -25,15 +30,31 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """--bf16, --autotune and --kernels: the execution plan of the inference products."""
     group = parser.add_argument_group("execution plan (default: a fixed rule of this CPU; the same bits every run)")
     group.add_argument("--bf16", action="store_true",
-                       help="reduced precision: products on bfloat16 inputs and weights with float32 sums, on a CPU "
-                            "with bfloat16 instructions (else a warning and exact float32); see "
-                            "benchmarks/RESULTS.md for speed and error")
+                       help="reduced precision: matrix products take bfloat16 inputs and weights (states, sums and "
+                            "outputs stay float32), so the vectors differ slightly from the exact ones. Needs a GPU or "
+                            "a CPU with bfloat16 instructions (AVX512-BF16, AMX or AVX-NE-CONVERT); elsewhere it warns "
+                            "and computes exact float32. Speed and accuracy: benchmarks/RESULTS.md")
     group.add_argument("--autotune", action="store_true",
                        help="measure the fastest kernel of each product shape here once and keep the choices on "
                             "disk (~/.cache/pyelmo/kernels/); results equal the default plan's within float "
                             "rounding, but are not bit-identical from run to run")
     group.add_argument("--kernels", choices=("fixed", "mm", "mm_t", "onednn"), default=None,
                        help="one kernel for every exact product instead of the fixed rule (see 'pyelmo env')")
+
+
+LANG_HELP = ("the language of the raw text, which chooses how it is split into words: auto (default: from the "
+             "script of each text: kana -> ja, Chinese characters -> zh, Thai letters -> th, else en), en "
+             "(Moses-style, on spaces and punctuation), zh (jieba), ja (SudachiPy, short units), th (PyThaiNLP); "
+             "zh, ja and th need their extra, e.g. pip install 'pyelmo[zh]'. When the model's language is "
+             "known (the shipped and released models are English) and the text's differs, a warning says so once")
+
+
+def add_lang_argument(parser: argparse.ArgumentParser, default: str | None = "auto", prefix: str = "",
+                      suffix: str = "") -> None:
+    """--lang: the language raw text is tokenized as (``pyelmo.text.tokenize``)."""
+    from pyelmo.text.tokenize import LANG_CHOICES
+
+    parser.add_argument("--lang", choices=LANG_CHOICES, default=default, help=prefix + LANG_HELP + suffix)
 
 
 class _PositionalsAnywhere(argparse.ArgumentParser):
@@ -58,15 +79,6 @@ def positionals_anywhere(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     return parser
 
 
-def native_model_dir(model: str | None):
-    """The native model directory ``--model`` names, or the shipped model's."""
-    from pathlib import Path
-
-    from pyelmo.modelio.load import default_model_dir
-
-    return Path(model) if model else default_model_dir()
-
-
 def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:
     """(model, weight_file) arguments for ``pyelmo.modelio.load.load`` from parsed flags."""
     options_file, weight_file = getattr(args, "options_file", None), getattr(args, "weight_file", None)
@@ -86,3 +98,21 @@ def load_embedder(args: argparse.Namespace, **kwargs):
     model, weight_file = model_source(args)
     return ElmoEmbedder(model, weight_file, **kwargs)
 
+
+
+def print_json(obj) -> None:
+    """``obj`` as one strict JSON document on stdout, the command's only output there with ``--json``
+    (a non-finite number is null: JSON has no NaN or Infinity)."""
+    import json
+    import math
+
+    def finite(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
+    print(json.dumps(finite(obj), allow_nan=False), flush=True)

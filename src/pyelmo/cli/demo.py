@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_model_arguments, load_embedder
+from pyelmo.cli.common import add_lang_argument, add_model_arguments, load_embedder
+from pyelmo.errors import InputError
 
 DEMO_DESCRIPTION = """\
 Show what ELMo adds over static word vectors. For "bank" (money vs river), "apple"
@@ -22,14 +23,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help='the "bank" example: contextual vs static vectors',
                           description=DEMO_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(demo)
-    demo.add_argument("--plot", default="pyelmo-demo.png", metavar="PNG",
-                      help="where to write the figure (default pyelmo-demo.png); '' to skip it")
+    demo.add_argument("--out", "--plot", dest="plot", default="pyelmo-demo.png", metavar="PNG",
+                      help="where to write the figure (default pyelmo-demo.png in the current folder; '' to skip "
+                           "it); an earlier demo figure there is replaced, any other file only with --overwrite")
+    demo.add_argument("--overwrite", action="store_true", help="replace --out even if the demo did not write it")
     demo.set_defaults(func=run_demo)
 
     sim = sub.add_parser("similarity", help="cosine similarity of a word across two sentences, per layer",
                          description="Cosine similarity of WORD's vectors in two sentences, at every layer "
-                                     "and at the average of the layers. Sentences are raw text; they are "
-                                     "tokenized Moses-style.")
+                                     "and at the average of the layers. Sentences are raw text, split into "
+                                     "words Moses-style or, for Chinese, Japanese and Thai, by a word "
+                                     "segmenter (--lang).")
     sim.add_argument("first", metavar="SENTENCE1")
     sim.add_argument("second", metavar="SENTENCE2")
     sim.add_argument("--word", help="the word to compare (its first occurrence in each sentence)")
@@ -37,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="compare the tokens at these positions instead (0-based, after tokenization): one "
                           "for both sentences or one per sentence; picks a later occurrence or a piece of a "
                           "word the tokenizer splits")
+    add_lang_argument(sim)
     add_model_arguments(sim)
     sim.set_defaults(func=run_similarity)
 
@@ -45,8 +50,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from pyelmo.evaluation.demo import SEED_PAIRS, all_context_vectors, format_separation, format_table, separation_of, \
         similarity_rows, write_sense_figure
 
-    if args.plot:
-        _check_plot_path(args.plot)  # before the model is loaded and the table computed
+    replaced = bool(args.plot) and _check_plot_path(args.plot, args.overwrite)  # before any work
     embedder = load_embedder(args)
     rows = [row for word, sentences in SEED_PAIRS for row in similarity_rows(embedder, word, sentences)]
     print(format_table(rows))
@@ -54,32 +58,39 @@ def run_demo(args: argparse.Namespace) -> int:
     contexts = all_context_vectors(embedder)
     print(format_separation([separation_of(vectors, word, senses) for word, (vectors, senses, _) in contexts.items()]))
     if args.plot:
-        print(f"wrote {write_sense_figure(contexts, args.plot)}")
+        written = write_sense_figure(contexts, args.plot).resolve()
+        print(f"wrote the figure to {written}" + (" (replacing the one an earlier run wrote)" if replaced else ""))
     return 0
 
 
-def _check_plot_path(plot: str) -> None:
-    """The figure is replaced if it exists; its folder must exist and it must not be a folder."""
-    from pathlib import Path
+def _check_plot_path(plot: str, overwrite: bool) -> bool:
+    """Whether the figure replaces an earlier demo figure; an error if its folder is missing or not
+    writable, if it is a folder, or if it is another file (without ``overwrite``)."""
+    from pyelmo.evaluation.demo import is_demo_figure
+    from pyelmo.fileio import check_output_file
 
-    from pyelmo.errors import InputError
-
-    path = Path(plot)
-    if path.is_dir():
-        raise InputError(f"--plot is a directory, expected a PNG file path: {path}")
-    if not path.parent.is_dir():
-        raise InputError(f"--plot folder does not exist: {path.parent}")
+    path = check_output_file(plot, overwrite=True, what="--out")
+    if not path.exists():
+        return False
+    if is_demo_figure(path):
+        return True
+    if not overwrite:
+        raise InputError(f"--out {path} exists and is not a figure pyelmo demo wrote: choose another --out, "
+                         f"or replace it with --overwrite")
+    return False
 
 
 def run_similarity(args: argparse.Namespace) -> int:
     from pyelmo.evaluation.demo import format_table, similarity_rows
-
-    from pyelmo.errors import InputError
+    from pyelmo.text.tokenize import check_lang, text_language
 
     if not args.word and not args.index:
         raise InputError("give --word WORD or --index I [J]")
     if args.index and len(args.index) > 2:
         raise InputError(f"--index takes one or two positions, got {len(args.index)}")
     positions = (args.index * 2)[:2] if args.index else None
-    print(format_table(similarity_rows(load_embedder(args), args.word, [args.first, args.second], positions)))
+    for sentence in (args.first, args.second):  # a missing segmenter fails before the model loads
+        check_lang(text_language(sentence, args.lang) or "en")
+    print(format_table(similarity_rows(load_embedder(args), args.word, [args.first, args.second], positions,
+                                       lang=args.lang)))
     return 0

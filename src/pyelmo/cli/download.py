@@ -7,11 +7,12 @@ import argparse
 DOWNLOAD_DESCRIPTION = """\
 Fetch a model into the cache ($PYELMO_HOME, else ~/.cache/pyelmo) and verify it: size,
 sha256 (pinned, or recorded on the first download and checked afterwards) and every
-dataset the options require. SOURCE is a name from 'pyelmo models', a URL (of a .zip /
+dataset the options require. NAME|URL is a name from 'pyelmo models', a URL (of a .zip /
 .tar.gz archive holding options.json + model.hdf5, as NLPL's repository serves them, or of
 a weight file with options.json beside it), or a local archive. An interrupted download
-resumes where it stopped. With PYELMO_OFFLINE=1 nothing is fetched: the error names the
-file, where it is expected, and the URL to fetch by hand."""
+resumes where it stopped. With PYELMO_OFFLINE=1 nothing is fetched: the error names every
+file the model lacks, the URL of each and the exact cache path to put it at. --dir DIR on a
+machine with network, then copying DIR/models/NAME to that cache path, also works."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_model_arguments, add_plan_arguments, model_source
+from pyelmo.cli.common import add_lang_argument, add_model_arguments, add_plan_arguments, model_source
 from pyelmo.text.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
 
 DESCRIPTION = """\
-Embed INPUT (one whitespace-tokenized sentence per line; '-' reads stdin) into OUTPUT,
-an HDF5 file in the layout of AllenNLP's `elmo` command: one float32 dataset per line,
-keyed by its line index ("0", "1", ...), shaped (layers, tokens, dim) with --all or
-(tokens, dim) with --top / --average, plus `sentence_to_index` (JSON) unless
---forget-sentences. Work is kept in .OUTPUT.parts/ (one file per 4096 lines) and the
-output appears only when complete; after an interruption, --resume continues where the
-run stopped. Without --model or --options-file/--weight-file the shipped English model is used.
+Embed INPUT (one whitespace-tokenized sentence per line, or raw text with --tokenize;
+'-' reads stdin) into OUTPUT, an HDF5 file in the layout of AllenNLP's `elmo` command:
+one float32 dataset per line, keyed by its line index ("0", "1", ...), shaped (layers,
+tokens, dim) with --all or (tokens, dim) with --top / --average, plus
+`sentence_to_index` (JSON) unless --forget-sentences. Work is kept in .OUTPUT.parts/
+(one file per 4096 lines) and the output appears only when complete; after an
+interruption, --resume continues where the run stopped. Without --model or
+--options-file/--weight-file the shipped English model is used.
 
 The products follow an execution plan: by default a fixed rule of this CPU's features and the
 PyTorch version, so the same command and input give the same bits in every run; the plan is
@@ -22,8 +23,8 @@ recorded in OUTPUT's attributes, and `pyelmo env` prints it. --autotune measures
 instead (equal within float rounding)."""
 
 
-TOKENIZE_HELP = ("the lines are raw text: tokenize them (Moses-style, as `pyelmo similarity`) instead of splitting "
-                 "on whitespace")
+TOKENIZE_HELP = ("the lines are raw text: split them into words (Moses-style, or for Chinese, Japanese and Thai "
+                 "with a word segmenter; see --lang), as `pyelmo similarity` does, instead of on whitespace")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--threads", type=int, default=None, metavar="N",
                         help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--tokenize", action="store_true", help=TOKENIZE_HELP)
+    add_lang_argument(parser, default=None, prefix="with --tokenize: ")
     parser.add_argument("--stateful", action="store_true",
                         help="carry LSTM states from batch to batch row by row, like the original "
                              "implementations (batches are consecutive lines); default: every sentence "
@@ -97,13 +99,20 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.embedding.embedder import ElmoEmbedder
-    from pyelmo.embedding.store import check_output_path
+    from pyelmo.fileio import check_output_file
     from pyelmo.errors import InputError
 
     shard = parse_shard(args.shard)
     if shard is not None:
         args.output = args.output.replace("{rank}", str(shard[0]))
-    check_output_path(args.output, args.overwrite)  # fail before loading the model
+    check_output_file(args.output, args.overwrite)  # fail before loading the model
+    if args.lang and not args.tokenize:
+        raise InputError("--lang chooses how --tokenize splits raw text: add --tokenize (without it the lines "
+                         "are split on whitespace)")
+    if args.tokenize:
+        from pyelmo.text.tokenize import check_lang
+
+        check_lang(args.lang or "auto")  # a missing segmenter fails before the model loads
     if args.threads is not None:
         import torch
 
@@ -119,6 +128,6 @@ def run(args: argparse.Namespace) -> int:
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
                                 skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,
                                 progress=not args.no_progress, shard=shard, resume=args.resume,
-                                tokenize=args.tokenize)
+                                tokenize=args.tokenize, lang=args.lang)
     print(f"wrote {count} sentences to {args.output}")
     return 0

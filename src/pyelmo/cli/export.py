@@ -6,8 +6,7 @@ and ``softmax/b`` (vocab,)) and ``vocab.txt`` into OUTDIR:
 
   pyelmo export --model runs/x/model runs/x/bilm-tf
 
-Without --model the shipped English model is exported. The former form with the model
-first, ``pyelmo export MODEL OUTDIR``, still works (two paths: the model, then OUTDIR).
+Without --model the shipped English model is exported.
 """
 
 from __future__ import annotations
@@ -25,33 +24,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     positionals_anywhere(p)
     p.add_argument("outdir", metavar="OUTDIR", help="output directory")
-    p.add_argument("former_outdir", nargs="?", help=argparse.SUPPRESS)  # the former form MODEL OUTDIR
     p.add_argument("--overwrite", action="store_true", help="replace outputs already in OUTDIR")
     p.add_argument("--format", choices=FORMATS, default="bilm-hdf5", help="output layout (default bilm-hdf5)")
     add_model_arguments(p, released=False)
     p.set_defaults(func=run)
 
 
-def model_and_outdir(args: argparse.Namespace) -> tuple[str | None, str]:
-    """``(--model, OUTDIR)``, reading the former ``MODEL OUTDIR`` form too."""
-    from pyelmo.errors import InputError
-
-    if args.former_outdir is None:
-        if args.model is None and (Path(args.outdir) / "config.json").is_file():
-            raise InputError(f"{args.outdir} is a model directory, not an output folder: "
-                             f"pyelmo export --model {args.outdir} OUTDIR")
-        return args.model, args.outdir
-    if args.model is not None:
-        raise InputError(f"give the model once: --model {args.model} OUTDIR, or the former form MODEL OUTDIR "
-                         f"(got --model and two paths: {args.outdir} {args.former_outdir})")
-    return args.outdir, args.former_outdir
-
-
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.cli.common import native_model_dir
+    from pyelmo.errors import InputError
     from pyelmo.lm.model import export_bilm_hdf5
 
-    model, outdir = model_and_outdir(args)
-    out = export_bilm_hdf5(native_model_dir(model), outdir, overwrite=args.overwrite)
+    if (Path(args.outdir) / "config.json").is_file():
+        hint = "" if args.model else f": pyelmo export --model {args.outdir} OUTDIR"
+        raise InputError(f"{args.outdir} is a model directory, not an output folder{hint}")
+    out = export_bilm_hdf5(args.model, args.outdir, overwrite=args.overwrite)
     print(f"wrote {out}/options.json, weights.hdf5, softmax.hdf5, vocab.txt")
     return 0

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from pyelmo.cli.common import add_model_arguments, positionals_anywhere
 
 DESCRIPTION = """\
-Full-softmax perplexity of a model trained with "pyelmo train" (or of the shipped English model)
-on FILEs of one whitespace-tokenized sentence per line; blank lines are skipped.
+Full-softmax perplexity of a model trained with "pyelmo train" (its run folder or model/, or the
+folder "pyelmo export" wrote from it; default: the shipped English model) on FILEs of one
+whitespace-tokenized sentence per line; blank lines are skipped.
 
-  pyelmo perplexity --model runs/x/model data/corpus/test/*.txt
-
-The former form with the model directory first, "pyelmo perplexity MODEL FILE...", still
-works: without --model, a first argument that is a directory is the model (text is never
-a directory)."""
+  pyelmo perplexity --model runs/x/model data/corpus/test/*.txt"""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -25,31 +20,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     positionals_anywhere(p)
     p.add_argument("files", nargs="+", metavar="FILE", help="text, one whitespace-tokenized sentence per line")
     p.add_argument("--batch-tokens", type=int, default=8192, metavar="N", help="padded token positions per batch (default 8192)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--json", action="store_true",
+                   help="print only one JSON object on stdout: forward, backward, average, predictions")
     add_model_arguments(p, released=False)
     p.set_defaults(func=run)
 
 
-def model_and_files(args: argparse.Namespace) -> tuple[str | None, list[str]]:
-    """``(--model, text files)``, reading the former ``MODEL FILE...`` form too."""
-    files = list(args.files)
-    if args.model is None and len(files) >= 2 and Path(files[0]).is_dir():
-        return files[0], files[1:]
-    return args.model, files
-
-
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.cli.common import native_model_dir
+    from pyelmo.cli.common import print_json
     from pyelmo.errors import InputError
     from pyelmo.lm.model import perplexity
 
     if args.batch_tokens < 3:
         raise InputError(f"--batch-tokens must be at least 3, got {args.batch_tokens}")
-    model, files = model_and_files(args)
-    result = perplexity(native_model_dir(model), files, batch_tokens=args.batch_tokens)
+    result = perplexity(args.model, args.files, batch_tokens=args.batch_tokens)
     if args.json:
-        print(json.dumps({"forward": result.forward, "backward": result.backward, "average": result.average,
-                          "predictions": result.tokens}))
+        print_json({"forward": result.forward, "backward": result.backward, "average": result.average,
+                    "predictions": result.tokens})
     else:
         print(f"forward {result.forward:.3f}  backward {result.backward:.3f}  average {result.average:.3f}"
               f"  ({result.tokens} predictions per direction)")

@@ -13,7 +13,8 @@ candidate words (the best --candidates of each direction and of their product) r
 the probability of the whole sentence with the word in place, under both LMs (so the
 words after the blank must also follow it, and those before it precede it), renormalised
 over the candidates. Needs a model trained by `pyelmo train` (with its softmax and
-vocabulary), such as the shipped one."""
+vocabulary), such as the shipped one: its run folder, model/, or the folder `pyelmo export`
+wrote from it."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_model_arguments
+from pyelmo.cli.common import add_lang_argument, add_model_arguments
 
 DESCRIPTION = """\
 Serve a biLM over HTTP: a page at / to type sentences, click a word and see its
@@ -20,7 +20,9 @@ contexts and the LM's predictions for it; and a JSON API for programs:
 
 Concurrent requests are batched into one biLM call (the first waits at most
 --max-wait-ms for others). Requests over the limits get a 4xx JSON error naming the
-field. SIGTERM (or Ctrl-C) stops accepting connections, finishes the requests in
+field. Raw-text sentences are split into words as --lang says (Chinese, Japanese and
+Thai by a word segmenter, an optional extra); lists of tokens are taken as they are.
+SIGTERM (or Ctrl-C) stops accepting connections, finishes the requests in
 flight and exits 0. The sample corpus's vectors are computed at start and cached in
 $PYELMO_SERVE_CACHE (default ~/.cache/pyelmo/serve). Needs the `serve` extra:
 pip install 'pyelmo[serve]'."""
@@ -37,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="PyTorch threads per worker for the model (default: one fewer than the CPUs, at "
                              "least 1; the other runs the server itself)")
     add_model_arguments(parser)
+    add_lang_argument(parser, suffix=" (in the server's log)")
     batching = parser.add_argument_group("batching")
     batching.add_argument("--max-wait-ms", type=float, default=5.0, metavar="MS",
                           help="longest a request waits for others to share its biLM call (default 5)")
@@ -55,20 +58,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import os
-    import socket
-    import sys
 
     from pyelmo.cli.common import model_source
     from pyelmo.errors import InputError
+    from pyelmo.serve.process import check_address, check_serve_extra, run_server
 
-    try:
-        import uvicorn
-
-        from pyelmo.serve.app import app_from_settings
-    except ImportError as exc:
-        raise InputError(f"pyelmo serve needs the serve extra: pip install 'pyelmo[serve]' ({exc})") from None
+    check_serve_extra()
     if args.threads is None:
         args.threads = max(1, (os.cpu_count() or 2) - 1)
     for name in ("port", "workers", "threads", "max_batch_tokens", "max_body_bytes", "max_sentences", "max_tokens"):
@@ -77,45 +73,20 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--{name.replace('_', '-')} out of range: {value}")
     if args.max_wait_ms < 0:
         raise InputError(f"--max-wait-ms must not be negative: {args.max_wait_ms}")
-    with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
-        try:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((args.host, args.port))
-        except OSError as exc:
-            raise InputError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    from pyelmo.text.tokenize import check_lang
+
+    check_lang(args.lang)  # --lang zh|ja|th: its segmenter is installed
+    check_address(args.host, args.port)
 
     model, weight_file = model_source(args)
-    settings = {"model": model, "weight_file": weight_file, "threads": args.threads, "batching": not args.no_batching,
+    settings = {"model": model, "weight_file": weight_file, "lang": args.lang, "threads": args.threads,
+                "batching": not args.no_batching,
                 "max_wait": args.max_wait_ms / 1000, "max_batch_tokens": args.max_batch_tokens,
                 "limits": {"max_body_bytes": args.max_body_bytes, "max_sentences": args.max_sentences,
                            "max_tokens": args.max_tokens}}
-    config = dict(host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=30)
-    where = (f"pyelmo serve: http://{args.host}:{args.port}/ (batching "
-             f"{'off' if args.no_batching else f'on, max wait {args.max_wait_ms:g} ms'}; {args.workers} worker(s), "
-             f"{args.threads} model thread(s) each)")
-    if args.workers > 1:  # each worker process builds its own service from the settings
-        os.environ["PYELMO_SERVE_SETTINGS"] = json.dumps(settings)
-        print(where, file=sys.stderr, flush=True)
-        uvicorn.run("pyelmo.serve.app:app_from_environment", factory=True, workers=args.workers, **config)
-        return 0
-    app = app_from_settings(settings)  # a model that cannot be loaded fails here, on one line
-    print(where, file=sys.stderr, flush=True)
-    _server_class(uvicorn)(uvicorn.Config(app, **config)).run()
+    banner = (f"pyelmo serve: http://{args.host}:{args.port}/ (batching "
+              f"{'off' if args.no_batching else f'on, max wait {args.max_wait_ms:g} ms'}; {args.workers} worker(s), "
+              f"{args.threads} model thread(s) each)")
+    run_server(settings, host=args.host, port=args.port, workers=args.workers, log_level=args.log_level,
+               banner=banner)
     return 0
-
-
-def _server_class(uvicorn):
-    """uvicorn's server, except that a SIGTERM/SIGINT after which it shut down gracefully gives exit 0
-    (uvicorn re-raises the signal once it has shut down, so the process would die of it)."""
-    import contextlib
-
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self):
-            with super().capture_signals():
-                try:
-                    yield
-                finally:
-                    getattr(self, "_captured_signals", []).clear()
-
-    return Server

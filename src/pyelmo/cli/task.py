@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from pyelmo.cli.common import add_model_arguments, model_source
@@ -82,7 +81,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     e = sub.add_parser("evaluate", help="score a trained model on labelled data")
     e.add_argument("dir", metavar="DIR", help="a trained task model")
     e.add_argument("--test", required=True, metavar="FILE", help="labelled data in the model's format")
-    e.add_argument("--json", action="store_true", help="last line: the metrics as one JSON object")
+    e.add_argument("--json", action="store_true",
+                   help="print only the metrics, as one JSON object (stdout holds nothing else)")
     add_model_arguments(e)
     e.add_argument("--cache-dir", metavar="DIR", help="reuse / keep the biLM layers of --test here")
     e.add_argument("--quiet", action="store_true", help="no progress output")
@@ -90,12 +90,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     pr = sub.add_parser("predict", help="label new data with a trained model",
                         description="classify: INPUT has one text per line (a label<TAB> column, if any, is "
-                                    "ignored); OUTPUT gets label<TAB>probability per line.  tag: INPUT is "
-                                    "CoNLL style (the first column is the token); OUTPUT is the input with the "
-                                    "predicted tag appended as the last column.")
+                                    "ignored; blank lines are skipped); OUTPUT gets label<TAB>probability<TAB>text "
+                                    "per text, the text as in INPUT.  tag: INPUT is CoNLL style (the first column "
+                                    "is the token); OUTPUT is the input with the predicted tag appended as the "
+                                    "last column.")
     pr.add_argument("dir", metavar="DIR", help="a trained task model")
     pr.add_argument("input", metavar="INPUT", help="data to label")
-    pr.add_argument("output", metavar="OUTPUT", help="where to write the labels (must not exist)")
+    pr.add_argument("output", metavar="OUTPUT", help="where to write the labels (must not exist unless --overwrite)")
+    pr.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     add_model_arguments(pr)
     pr.add_argument("--quiet", action="store_true", help="no progress output")
     pr.set_defaults(func=_predict)
@@ -105,7 +107,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     d.set_defaults(func=lambda args: (d.print_help(), 2)[1])
     b = dsub.add_parser("build", help="write the four task data sets (see docs/TASKS.md)",
                         description="Write DIR/{bbc,tweets,pos,ner}/{train,dev,test}.{tsv,conll} and "
-                                    "DIR/manifest.json from the registry packages of ../shared/DATA.md: BBC News "
+                                    "DIR/manifest.json from registry packages (docs/TASKS.md): BBC News "
                                     "topics, tweet sentiment (confidence >= 0.6, one example per distinct "
                                     "text), Brown POS (files the pretraining corpus excludes), NER on BBC "
                                     "sentences with silver spaCy labels (needs "
@@ -119,14 +121,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _bilm_source(args: argparse.Namespace):
-    from pyelmo.tasks.train import BiLMSource
+    from pyelmo.tasks.options import BiLMSource
 
     model, weight_file = model_source(args)
     return BiLMSource(model, weight_file)
 
 
 def _train(args: argparse.Namespace) -> int:
-    from pyelmo.tasks.train import TrainOptions, train_task
+    from pyelmo.tasks.options import TrainOptions
+    from pyelmo.tasks.train import train_task
 
     options = TrainOptions(features=args.features, seed=args.seed, train_fraction=args.train_fraction,
                            max_minutes=args.max_minutes, max_epochs=args.max_epochs, patience=args.patience,
@@ -136,8 +139,8 @@ def _train(args: argparse.Namespace) -> int:
                            progress=not args.quiet, cache_dir=args.cache_dir, bilm_context=args.bilm_context)
     saved = train_task(args.kind, args.train, args.dev, args.out, options, _bilm_source(args), args.static_vectors)
     t = saved["training"]
-    print(f"saved {args.out}: best dev {t['best_dev']:.4f} after {len(t['history'])} epoch(s), {t['steps']} steps "
-          f"({t['stopped']}, {t['seconds']:.0f} s)")
+    print(f"saved {args.out}: best dev {t['best_dev']:.4f} after {len(t['history'])} epoch(s), {t['steps']} steps, "
+          f"{t['seconds']:.0f} s; stopped: {t['stop_reason']}")
     return 0
 
 
@@ -148,59 +151,46 @@ def _load(args: argparse.Namespace):
                      cache_dir=getattr(args, "cache_dir", None))
 
 
+def _read(args: argparse.Namespace, path: str, labelled: bool):
+    """The task model's kind and the examples of ``path``, read before the model is loaded."""
+    from pyelmo.tasks.data import check_kind, read_examples
+    from pyelmo.tasks.saved import read_saved
+
+    saved, _ = read_saved(args.dir)
+    examples = read_examples(saved["kind"], path, saved["options"].get("pretokenized", False), labelled=labelled)
+    if labelled:
+        check_kind(saved["kind"], examples, path, training=False)
+    return saved["kind"], examples
+
+
 def _evaluate(args: argparse.Namespace) -> int:
-    from pyelmo.tasks.data import read_examples
+    from pyelmo.cli.common import print_json
     from pyelmo.tasks.train import warn_unseen_labels
 
+    kind, test = _read(args, args.test, labelled=True)
     runner = _load(args)
-    pretokenized = runner.saved["options"].get("pretokenized", False)
-    test = read_examples(runner.kind, args.test, pretokenized)
-    warn_unseen_labels(runner.kind, test, runner.labels, args.test)
+    warn_unseen_labels(kind, test, runner.labels, args.test)
     metrics = runner.evaluate(test)
+    if args.json:
+        print_json(metrics)
+        return 0
     for key, value in metrics.items():
         if value is not None:
             print(f"{key}: {value:.4f}" if isinstance(value, float) else f"{key}: {value}")
-    if args.json:
-        print(json.dumps(metrics))
     return 0
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from pyelmo.fileio import check_output_file, write_text_atomic
+    from pyelmo.tasks.data import classify_output, tagged_output
 
-    from pyelmo.errors import InputError
-    from pyelmo.fileio import write_text_atomic
-    from pyelmo.tasks.data import read_examples
-
-    if Path(args.output).exists():
-        raise InputError(f"{args.output} already exists")
-    runner = _load(args)
-    pretokenized = runner.saved["options"].get("pretokenized", False)
-    examples = read_examples(runner.kind, args.input, pretokenized, labelled=False)
-    predictions = runner.predict(examples)
-    if runner.kind == "classify":
-        text = "".join(f"{label}\t{p:.6f}\n" for label, p in predictions)
-    else:
-        text = _tagged_output(args.input, examples, predictions)
-    write_text_atomic(args.output, text)
+    check_output_file(args.output, args.overwrite)  # before any work
+    kind, examples = _read(args, args.input, labelled=False)
+    predictions = _load(args).predict(examples)
+    write = classify_output if kind == "classify" else tagged_output
+    write_text_atomic(args.output, write(args.input, examples, predictions))
     print(f"wrote {len(examples)} prediction(s) to {args.output}", file=sys.stderr)
     return 0
-
-
-def _tagged_output(path: str, examples, predictions) -> str:
-    """The input file with each token line's predicted tag appended (tab-separated)."""
-    from pyelmo.tasks.data import _lines
-
-    starts = {e.line: tags for e, tags in zip(examples, predictions)}
-    out, pending = [], []
-    for number, line in _lines(path):
-        if number in starts:
-            pending = list(starts[number])
-        if line.strip() and not line.split()[0] == "-DOCSTART-" and pending:
-            out.append(f"{line}\t{pending.pop(0)}\n")
-        else:
-            out.append(line + "\n")
-    return "".join(out)
 
 
 def _build(args: argparse.Namespace) -> int:

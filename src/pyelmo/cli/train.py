@@ -54,7 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an --out that holds an earlier run (its checkpoint is replaced)")
-    p.add_argument("--init-from", metavar="MODEL_DIR", help="start from a trained model (its vocabulary too)")
+    p.add_argument("--init-from", metavar="MODEL_DIR",
+                   help="start from a trained model and its vocabulary: a run folder, its model/, an exported "
+                        "folder, or english (the shipped model)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. lstm.dim=512 (repeatable)")
     for flag, key, kind, text in FLAGS:
@@ -67,9 +69,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.training.config import ConfigError, load_config
+    from pyelmo.errors import ConfigError
+    from pyelmo.training.checkpoints import RUN_NAME
+    from pyelmo.training.config import load_config
     from pyelmo.training.data import resolve_data
-    from pyelmo.training.trainer import RUN_NAME, Trainer
+    from pyelmo.training.trainer import Trainer
 
     overrides = list(args.set)
     for flag, key, _, _ in FLAGS + [("--bf16", "train.bf16", bool, "")]:
@@ -100,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give --data DIR or --train FILES")
     trainer = Trainer(config, out, data, resume=args.resume, init_from=args.init_from,
                       progress=not args.no_progress)
+    if trainer.dist.main:
+        from pyelmo.training.report import start_summary
+
+        print(start_summary(trainer), flush=True)
     result = trainer.run()
     if result.signal is not None:
         import signal
@@ -113,7 +121,6 @@ def run(args: argparse.Namespace) -> int:
         return exit_code(result.signal)
     if trainer.dist.main:
         best = f", best validation perplexity {result.best_valid_ppl:.2f}" if result.best_valid_ppl else ""
-        why = f" ({trainer.stopped})" if trainer.stopped else ""
         steps = f"{result.steps} step" + ("" if result.steps == 1 else "s")
-        print(f"trained {steps}, {result.tokens} tokens{best}{why}; model: {result.model_dir}")
+        print(f"trained {steps}, {result.tokens} tokens{best}; stopped: {trainer.stopped}; model: {result.model_dir}")
     return 0

@@ -44,8 +44,7 @@ from typing import Callable, Iterable, Iterator
 from pyelmo.corpus import splits
 from pyelmo.fileio import write_bytes_atomic
 from pyelmo.corpus.fetch import fetch_package
-from pyelmo.corpus.sentences import (MAX_TOKENS, MIN_TOKENS, _init_worker, _work,  # noqa: F401
-                                     split_sentences, tokenize_units)
+from pyelmo.corpus.sentences import MAX_TOKENS, MIN_TOKENS, init_worker, tokenize_batch, tokenize_units
 from pyelmo.corpus.sources import SOURCES
 from pyelmo.errors import InputError
 
@@ -185,11 +184,11 @@ def build_corpus(
         import multiprocessing as mp
 
         pool = mp.get_context("spawn" if sys.platform == "win32" else "fork").Pool(
-            workers, initializer=_init_worker
+            workers, initializer=init_worker
         )
-        results = pool.imap(_work, tasks(), chunksize=1)
+        results = pool.imap(tokenize_batch, tasks(), chunksize=1)
     else:
-        results = map(_work, tasks())
+        results = map(tokenize_batch, tasks())
     bar = tqdm(desc="corpus", unit=" units", disable=not progress, file=sys.stderr, mininterval=2)
     try:
         for name, kept, short, long, nunits in results:

@@ -14,7 +14,8 @@ MAX_TOKENS = 200
 _SEG = None
 
 
-def _init_worker() -> None:
+def init_worker() -> None:
+    """Load the sentence segmenter in this process (the corpus build's worker initializer)."""
     global _SEG
     import pysbd
 
@@ -115,7 +116,7 @@ def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, in
     Returns (kept sentences as space-joined tokens, number too short, number too long).
     """
     if _SEG is None:
-        _init_worker()
+        init_worker()
     kept: list[str] = []
     short = long = 0
     for unit in units:
@@ -137,7 +138,9 @@ def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, in
     return kept, short, long
 
 
-def _work(task: tuple[str, bool, list[str]]) -> tuple[str, list[str], int, int, int]:
+def tokenize_batch(task: tuple[str, bool, list[str]]) -> tuple[str, list[str], int, int, int]:
+    """One batch of the corpus build, ``(source, presplit, units)`` -> ``(source, kept, too short, too long,
+    number of units)``: ``tokenize_units`` for a worker process."""
     name, presplit, units = task
     kept, short, long = tokenize_units(units, presplit)
     return name, kept, short, long, len(units)

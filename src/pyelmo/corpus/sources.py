@@ -20,12 +20,13 @@ from typing import Callable, Iterator
 
 from pyelmo.corpus import splits
 from pyelmo.corpus.dictionaries import read_foldoc, read_gcide, read_jargon
-from pyelmo.corpus.htmlprose import html_paragraphs, html_text  # noqa: F401  (html_text: former home)
-from pyelmo.corpus.mail import looks_english, mail_paragraphs, read_spam_assassin_ham  # noqa: F401  (former home)
-from pyelmo.corpus.rdata import RFormatError, RVector, r_unserialize, read_rdb, read_rdb_objects  # noqa: F401
-from pyelmo.corpus.sword import osis_to_paragraphs, read_sword, read_sword_module  # noqa: F401  (former home)
+from pyelmo.corpus.htmlprose import html_paragraphs
+from pyelmo.corpus.mail import read_spam_assassin_ham
+from pyelmo.corpus.rdata import RFormatError, RVector, read_rdb, read_rdb_objects
+from pyelmo.corpus.sword import read_sword
 from pyelmo.corpus.textclean import TAG, URL, find_file, is_prose, mostly_letters, squash
 from pyelmo.errors import InputError
+from pyelmo.fileio import read_json
 
 
 # --------------------------------------------------------------------------- nlp-corpus
@@ -37,13 +38,7 @@ def read_nlp_corpus(root: Path) -> Iterator[str]:
     if not files:
         raise InputError(f"no nlp-corpus doc-*.json under {root}")
     for path in files:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: not a JSON array of sentences: {exc}") from None
-        if not isinstance(data, list):
-            raise InputError(f"{path}: not a JSON array of sentences")
-        for item in data:
+        for item in read_json(path, list, "a JSON array of sentences"):
             if isinstance(item, str) and item.strip():
                 yield squash(item)
 

@@ -7,6 +7,7 @@ earlier batches).
 
 from __future__ import annotations
 
+import numbers
 import os
 import warnings
 from typing import Sequence
@@ -15,7 +16,7 @@ import torch
 from torch import nn
 
 from pyelmo.errors import InputError
-from pyelmo.modelio.allennlp import from_allennlp, is_allennlp_state_dict
+from pyelmo.modelio.allennlp import checked_state_dict
 from pyelmo.modelio.load import load
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import token_to_ids
@@ -26,23 +27,34 @@ from pyelmo.runtime.options import RunOptions
 class Elmo(nn.Module):
     """ELMo representations for a downstream model: ``num_output_representations`` learned mixes.
 
-    ``Elmo(options_file, weight_file, num_output_representations)`` loads the released
-    format; ``Elmo(model_dir_or_BiLM, None, n)`` a native model; ``Elmo(None, None, n)`` the
-    shipped English model. ``forward(char_ids)`` returns
-    ``{"elmo_representations": [n tensors (B, T, D)], "mask": (B, T)}``.
+    The arguments are AllenNLP's, in AllenNLP's order, so a call written for
+    ``allennlp.modules.elmo.Elmo`` (positional or keyword) means the same here:
+
+    - ``Elmo(options_file, weight_file, n)``: the released format (options JSON + bilm-tf HDF5);
+    - ``Elmo(NAME_OR_DIR, None, n)``: a released model by name (``"english"`` is the shipped
+      model, ``"original"``, ...), a URL, or a model directory (anything ``pyelmo.load`` takes);
+    - ``Elmo(None, None, n, module=bilm)``: an already-built :class:`pyelmo.BiLM` (AllenNLP's
+      ``module=``; a BiLM as the first argument works too).
+
+    ``Elmo(None, None, n)`` without ``module`` is an error: name the model. ``forward(char_ids)``
+    returns ``{"elmo_representations": [n tensors (B, T, D)], "mask": (B, T)}``.
 
     With a frozen biLM (``requires_grad=False``) it runs the inference backend
     (``RunOptions.inference()``); with ``requires_grad=True`` the differentiable one.
-    ``options`` (a :class:`pyelmo.runtime.options.RunOptions`) overrides that choice.
+    pyelmo's own arguments are keyword-only: ``options`` (a
+    :class:`pyelmo.runtime.options.RunOptions`) overrides that choice.
     """
 
     def __init__(self, options_file: str | os.PathLike | BiLM | None = None, weight_file: str | os.PathLike | None = None,
                  num_output_representations: int = 1, requires_grad: bool = False, do_layer_norm: bool = False,
-                 dropout: float = 0.5, keep_sentence_boundaries: bool = False,
-                 scalar_mix_parameters: Sequence[float] | None = None,
-                 vocab_to_cache: Sequence[str] | None = None, options: RunOptions | None = None) -> None:
+                 dropout: float = 0.5, vocab_to_cache: Sequence[str] | None = None,
+                 keep_sentence_boundaries: bool = False, scalar_mix_parameters: Sequence[float] | None = None,
+                 module: BiLM | None = None, *, options: RunOptions | None = None) -> None:
         super().__init__()
-        self.bilm = options_file if isinstance(options_file, BiLM) else load(options_file, weight_file)
+        self.bilm = _bilm(options_file, weight_file, module)
+        if isinstance(num_output_representations, bool) or \
+                not isinstance(num_output_representations, numbers.Integral) or num_output_representations < 0:
+            raise InputError(f"num_output_representations must be a whole number, got {num_output_representations!r}")
         # word_inputs (B, T) index vocab_to_cache; row 0 is padding, as in AllenNLP (a buffer, not state)
         max_chars = self.bilm.config.char_cnn.max_characters_per_token
         self.register_buffer("_vocab_char_ids", None if vocab_to_cache is None else torch.tensor(
@@ -66,9 +78,9 @@ class Elmo(nn.Module):
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Also accepts the state dict of an AllenNLP ``Elmo`` (``_elmo_lstm...``, ``scalar_mix_0...``), or of
-        an AllenNLP model holding one (``torch.load("weights.th", weights_only=True)``: its Elmo part is used)."""
-        if is_allennlp_state_dict(state_dict):
-            state_dict = from_allennlp(state_dict)
+        an AllenNLP model holding one (``torch.load("weights.th", weights_only=True)``: its Elmo part is used).
+        The whole state dict is checked first (keys and shapes): a refused one leaves the module unchanged."""
+        state_dict = checked_state_dict(self.state_dict(), state_dict, strict)
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def forward(self, inputs: torch.Tensor | None, word_inputs: torch.Tensor | None = None
@@ -76,17 +88,18 @@ class Elmo(nn.Module):
         """``inputs``: character ids ``(B, T, max_chars)`` (extra leading dims are flattened and restored).
 
         ``word_inputs``: ids ``(B, T)`` into ``vocab_to_cache`` (0 = padding), used instead of
-        ``inputs`` when this module has a cached vocabulary, as in AllenNLP (same vectors).
+        ``inputs`` when this module has a cached vocabulary, as in AllenNLP (same vectors). As
+        there, a batch with an id outside the cached vocabulary runs on ``inputs`` instead.
         """
         if word_inputs is not None:
             if self._vocab_char_ids is None:
                 warnings.warn("word inputs were passed to Elmo but it has no vocab_to_cache; using the characters")
-            else:
-                if word_inputs.numel() and not 0 <= int(word_inputs.min()) <= int(word_inputs.max()) < \
-                        len(self._vocab_char_ids):
-                    raise InputError(f"word_inputs hold ids outside the cached vocabulary of "
-                                     f"{len(self._vocab_char_ids)} words")
+            elif not word_inputs.numel() or 0 <= int(word_inputs.min()) <= int(word_inputs.max()) < \
+                    len(self._vocab_char_ids):
                 inputs = self._vocab_char_ids[word_inputs]
+            elif inputs is None:  # AllenNLP falls back to the characters; here there are none
+                raise InputError(f"word_inputs hold ids outside the cached vocabulary of "
+                                 f"{len(self._vocab_char_ids)} words, and no character ids were given")
         if inputs is None:
             raise InputError("Elmo needs character ids (batch_to_ids), or word_inputs with vocab_to_cache")
         leading = inputs.shape[:-2]
@@ -106,3 +119,19 @@ class Elmo(nn.Module):
             mask = inner_mask
         representations = [r.reshape(*leading, *r.shape[1:]) for r in representations]
         return {"elmo_representations": representations, "mask": mask.reshape(*leading, mask.shape[-1])}
+
+
+def _bilm(options_file, weight_file, module) -> BiLM:
+    """The biLM that ``Elmo``'s first, second and ``module`` arguments name."""
+    if module is not None:
+        if options_file is not None or weight_file is not None:
+            raise InputError("give Elmo either module= or options_file/weight_file, not both")
+        if not isinstance(module, BiLM):
+            raise InputError(f"Elmo's module must be a pyelmo BiLM (pyelmo.load(...)), got {type(module).__name__}")
+        return module
+    if isinstance(options_file, BiLM):
+        return options_file
+    if options_file is None:
+        raise InputError("Elmo needs a model: options_file and weight_file (the released format), a model name "
+                         "such as 'english' (the shipped model) or 'original', a model directory, or module=BiLM")
+    return load(options_file, weight_file)

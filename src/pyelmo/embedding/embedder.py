@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 
-from pyelmo.text.batching import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE,  # noqa: F401
-                             SORT_WINDOW, chunks, token_budget_batches)
+from pyelmo.text.batching import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE, SORT_WINDOW,
+                                  chunks, token_budget_batches)
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.errors import InputError
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import ExecutionPlan
+
+
+
+class LanguageWarning(UserWarning):
+    """Text of another language than the one the model was trained on."""
+
 
 class ElmoEmbedder:
     """Per-token ELMo vectors from a biLM.
@@ -34,6 +41,13 @@ class ElmoEmbedder:
     default a fixed rule of this machine, so the same input gives the same bits in every process;
     ``autotune=True`` measures the kernels here instead (kept on disk; equal within float rounding).
 
+    Raw text (``embed_sentence(text, tokenize=True)``, ``embed_file(..., tokenize=True)``,
+    :meth:`tokenize`) is split by ``pyelmo.text.tokenize`` in the language ``lang``: ``auto``
+    (default: from the script of the text), ``en``, or ``zh``/``ja``/``th`` (word segmentation
+    by jieba, SudachiPy or PyThaiNLP: the extras ``pyelmo[zh]``, ``pyelmo[ja]``, ``pyelmo[th]``).
+    When the model's language is known (``language``: the shipped and released models are
+    English) and the text's is another, a :class:`LanguageWarning` is issued once per language.
+
     An embedder keeps state between calls (token cache, buffers, carried states): use one per
     thread, or one thread per embedder as ``pyelmo serve`` does.
     """
@@ -43,13 +57,16 @@ class ElmoEmbedder:
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False, autotune: bool = False,
                  kernels: str | None = None, plan: ExecutionPlan | None = None) -> None:
-        from pyelmo.modelio.load import load
+        from pyelmo.modelio.load import load, model_language
 
         if batch_size < 1:
             raise InputError(f"batch size must be at least 1, got {batch_size}")
         if max_tokens is not None and max_tokens < 1:
             raise InputError(f"max tokens must be at least 1, got {max_tokens}")
         self.model = model if isinstance(model, BiLM) else load(model, weight_file)
+        #: The language of the model's training text ("en"), or None when not known.
+        self.language = None if isinstance(model, BiLM) else model_language(model, weight_file)
+        self._warned_languages: set[str] = set()
         try:
             self.device = torch.device(device)
             self.model.to(self.device).eval()
@@ -86,12 +103,23 @@ class ElmoEmbedder:
         layers = self.model(ids, options=self.options).layers.float().cpu().numpy()
         return [np.ascontiguousarray(layers[:, row, : len(sentence)]) for row, sentence in enumerate(batch)]
 
-    def embed_sentence(self, tokens: Sequence[str] | str, tokenize: bool = False) -> np.ndarray:
-        """``(L, n_tokens, D)`` for one tokenized sentence (``tokenize=True``: a string, split by ``pyelmo.text.tokenize``)."""
-        if tokenize and isinstance(tokens, str):
-            from pyelmo.text.tokenize import tokenize as split
+    def tokenize(self, text: str, lang: str = "auto") -> list[str]:
+        """Raw ``text`` split into tokens (``lang``: ``auto``, ``en``, ``zh``, ``ja``, ``th``; see the class)."""
+        from pyelmo.text.tokenize import LANGUAGE_NAMES, text_language, tokenize
 
-            tokens = split(tokens)
+        language = text_language(text, lang)
+        if language and self.language and language != self.language and language not in self._warned_languages:
+            self._warned_languages.add(language)
+            model, ours = (LANGUAGE_NAMES.get(x, repr(x)) for x in (self.language, language))
+            warnings.warn(f"the model was trained on {model} text and this text is {ours}: expect vectors of little "
+                          f"use (load a model trained on {ours} text)", LanguageWarning, stacklevel=2)
+        return tokenize(text, language or "en")
+
+    def embed_sentence(self, tokens: Sequence[str] | str, tokenize: bool = False, lang: str = "auto") -> np.ndarray:
+        """``(L, n_tokens, D)`` for one tokenized sentence (``tokenize=True``: a string of raw text, split by
+        :meth:`tokenize` in the language ``lang``)."""
+        if tokenize and isinstance(tokens, str):
+            tokens = self.tokenize(tokens, lang)
         return self.embed_batch([tokens])[0]
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None) -> Iterator[np.ndarray]:
@@ -121,7 +149,7 @@ class ElmoEmbedder:
                    output_format: str = "all", batch_size: int | None = None, forget_sentences: bool = False,
                    use_sentence_keys: bool = False, skip_blank_lines: bool = False, overwrite: bool = False,
                    progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False,
-                   tokenize: bool = False) -> int:
+                   tokenize: bool = False, lang: str | None = None) -> int:
         """Embed a file of whitespace-tokenized sentences (one per line) into an HDF5 file.
 
         Work goes into ``.OUTPUT.parts/`` (one file per ``SEGMENT_LINES`` input lines, each
@@ -131,21 +159,13 @@ class ElmoEmbedder:
 
         ``shard=(i, n)`` embeds only the lines whose index is ``i`` modulo ``n`` (keys stay
         the global line indexes), so ``n`` processes can split a corpus; ``merge_shards``
-        joins their files. ``tokenize=True``: the lines are raw text, tokenized with
-        ``pyelmo.text.tokenize.tokenize`` instead of split on whitespace.
+        joins their files. ``tokenize=True``: the lines are raw text, split by :meth:`tokenize` in
+        the language ``lang`` (default ``auto``) instead of on whitespace.
         """
         from pyelmo.embedding.store import write_embeddings
 
         return write_embeddings(self, input_file, output_file, output_format=output_format, batch_size=batch_size,
                                 forget_sentences=forget_sentences, use_sentence_keys=use_sentence_keys,
                                 skip_blank_lines=skip_blank_lines, overwrite=overwrite, progress=progress,
-                                shard=shard, resume=resume, tokenize=tokenize)
+                                shard=shard, resume=resume, tokenize=tokenize, lang=lang)
 
-
-def __getattr__(name: str):
-    """Names that moved to ``pyelmo.embedding.store`` (the embedding file store), importable from here as before."""
-    if name in ("merge_shards", "read_sentences", "SEGMENT_LINES", "OUTPUT_FORMATS"):
-        import pyelmo.embedding.store
-
-        return getattr(pyelmo.embedding.store, name)
-    raise AttributeError(f"module 'pyelmo.embedding.embedder' has no attribute {name!r}")

@@ -23,7 +23,7 @@ import numpy as np
 from pyelmo.text.batching import chunks
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.errors import InputError, PyelmoError
-from pyelmo.fileio import atomic_writer, write_text_atomic
+from pyelmo.fileio import atomic_writer, check_output_file, write_text_atomic
 from pyelmo.embedding.sentence_index import SentenceIndexOnDisk
 from pyelmo.text.lines import text_lines
 from pyelmo.modelio.weights import model_fingerprint
@@ -35,17 +35,24 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
                      output_format: str = "all", batch_size: int | None = None, forget_sentences: bool = False,
                      use_sentence_keys: bool = False, skip_blank_lines: bool = False, overwrite: bool = False,
                      progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False,
-                     tokenize: bool = False) -> int:
+                     tokenize: bool = False, lang: str | None = None) -> int:
     """``ElmoEmbedder.embed_file``: embed a file of sentences with ``embedder`` (see there).
 
     The output's root attributes record how it was made: ``pyelmo_version``,
-    ``output_format``, ``precision``, ``stateful``, ``tokenize``, ``model_sha1`` (the
-    weights' fingerprint), ``execution_plan`` (the plan's summary) and ``kernels_used`` (JSON: the
-    kernel each product shape ran with).
+    ``output_format``, ``precision``, ``stateful``, ``tokenize`` (with it, ``lang``), ``model_sha1``
+    (the weights' fingerprint), ``execution_plan`` (the plan's summary) and ``kernels_used`` (JSON:
+    the kernel each product shape ran with).
     """
+    from pyelmo.text.tokenize import check_lang
+
+    if lang is not None and not tokenize:
+        raise InputError("lang chooses how raw text is split: it needs tokenize=True (--tokenize)")
+    lang = (lang or "auto") if tokenize else None
+    if lang is not None:
+        check_lang(lang)  # a missing segmenter fails here, before any work
     if output_format not in OUTPUT_FORMATS:
         raise InputError(f"output format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
-    output = check_output_path(output_file, overwrite)
+    output = check_output_file(output_file, overwrite)
     if shard is not None:
         check_shard(*shard)
     if resume and embedder.stateful:
@@ -54,10 +61,11 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
         raise InputError("--resume needs an input file, not a stream")
     settings = {"output_format": output_format, "forget_sentences": forget_sentences, "shard": shard,
                 "precision": str(embedder.options.dtype),
-                "use_sentence_keys": use_sentence_keys, "skip_blank_lines": skip_blank_lines, "tokenize": tokenize}
+                "use_sentence_keys": use_sentence_keys, "skip_blank_lines": skip_blank_lines, "tokenize": tokenize,
+                "lang": lang}
     fingerprint = _fingerprint(input_file, embedder.model, settings)
     parts = _Parts(output, fingerprint, resume)
-    split = _tokenizer() if tokenize else str.split
+    split = (lambda text: embedder.tokenize(text, lang)) if tokenize else str.split
     lines = read_sentences(input_file, skip_blank_lines=skip_blank_lines)
     if shard is not None:
         lines = _shard_lines(lines, *shard)
@@ -96,6 +104,7 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
             sentence_to_index.write_to(tmp)
         _record_provenance(tmp, {"output_format": output_format, "precision": settings["precision"],
                                  "stateful": embedder.stateful, "tokenize": tokenize,
+                                 **({"lang": lang} if tokenize else {}),
                                  "model_sha1": fingerprint["model"], **plan_attributes(embedder.options)})
         os.replace(tmp, output)
         parts.remove()
@@ -113,12 +122,6 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
         if sentence_to_index is not None:
             sentence_to_index.close()
     return count
-
-
-def _tokenizer():
-    from pyelmo.text.tokenize import tokenize
-
-    return tokenize
 
 
 def plan_attributes(options) -> dict[str, str]:
@@ -271,7 +274,7 @@ def merge_shards(shards: Sequence[str | os.PathLike], output_file: str | os.Path
     """
     import h5py
 
-    output = check_output_path(output_file, overwrite)
+    output = check_output_file(output_file, overwrite)
     merged: dict[str, str] = {}
     count, has_index = 0, False
     with atomic_writer(output) as tmp, h5py.File(tmp, "w") as out:
@@ -310,14 +313,3 @@ def read_sentences(source: str | os.PathLike | BinaryIO, skip_blank_lines: bool 
                                   "(use --skip-blank-lines to keep it as an empty entry)")
     for number, text in lines:
         yield number - 1, text
-
-
-def check_output_path(output_file: str | os.PathLike, overwrite: bool) -> Path:
-    output = Path(output_file)
-    if output.is_dir():
-        raise InputError(f"output path is a directory: {output}")
-    if not output.parent.is_dir():
-        raise InputError(f"output folder does not exist: {output.parent}")
-    if output.exists() and not overwrite:
-        raise InputError(f"output file exists: {output} (use --overwrite to replace it)")
-    return output

@@ -13,6 +13,9 @@ from pyelmo.errors import InputError
 from pyelmo.evaluation.senses import cosine_matrix, find_word, with_average_layer
 from pyelmo.text.tokenize import tokenize
 
+#: The PNG "Software" text the demo's figure carries: ``pyelmo demo`` replaces a file that has it.
+FIGURE_MARK = "pyelmo demo"
+
 #: (word, sentences) whose target word is compared across contexts in the printed table.
 SEED_PAIRS: list[tuple[str, list[str]]] = [
     ("bank", ["I deposited money in the bank.", "The boat stopped near the river bank."]),
@@ -79,9 +82,6 @@ SENSE_CONTEXTS: dict[str, dict[str, list[str]]] = {
     },
 }
 
-#: Several contexts per sense of "bank" (kept for compatibility; see ``SENSE_CONTEXTS``).
-BANK_CONTEXTS: dict[str, list[str]] = SENSE_CONTEXTS["bank"]
-
 
 @dataclass
 class SimilarityRow:
@@ -92,14 +92,15 @@ class SimilarityRow:
 
 
 def similarity_rows(embedder, word: str | None, sentences: list[str],
-                    positions: Sequence[int] | None = None) -> list[SimilarityRow]:
+                    positions: Sequence[int] | None = None, lang: str = "auto") -> list[SimilarityRow]:
     """Cosine similarity of ``word`` between every pair of ``sentences``, at each layer and the average.
 
     ``positions``: instead of the first occurrence of ``word``, the token at this index
     (0-based, after tokenization) of each sentence: a later occurrence, or a piece of a
-    word the tokenizer splits.
+    word the tokenizer splits. ``lang``: the language the sentences are tokenized as
+    (``ElmoEmbedder.tokenize``).
     """
-    tokenized = [tokenize(s) for s in sentences]
+    tokenized = [embedder.tokenize(s, lang) for s in sentences]
     if positions is None:
         if not word:
             raise InputError("give the word to compare, or its token positions")
@@ -125,12 +126,23 @@ def format_table(rows: list[SimilarityRow]) -> str:
     """A fixed-width text table of similarity rows."""
     names = list(rows[0].by_layer)
     title = "cosine similarity of the word in two sentences"
-    width = max(len(title), *(len(f"{r.word}: {r.first} | {r.second}") for r in rows))
-    lines = [f"{title:<{width}}  " + "  ".join(f"{n:>8}" for n in names)]
+    width = max(_columns(title), *(_columns(f"{r.word}: {r.first} | {r.second}") for r in rows))
+    lines = [_pad(title, width) + "  " + "  ".join(f"{n:>8}" for n in names)]
     for r in rows:
         label = f"{r.word}: {r.first} | {r.second}"
-        lines.append(f"{label:<{width}}  " + "  ".join(f"{r.by_layer[n]:8.3f}" for n in names))
+        lines.append(_pad(label, width) + "  " + "  ".join(f"{r.by_layer[n]:8.3f}" for n in names))
     return "\n".join(lines)
+
+
+def _columns(text: str) -> int:
+    """Terminal columns of ``text`` (wide and full-width characters, e.g. Chinese, take two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _columns(text))
 
 
 @dataclass
@@ -271,12 +283,19 @@ def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike) -> Path:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
     try:
-        fig.savefig(tmp, dpi=100, bbox_inches="tight")
+        fig.savefig(tmp, dpi=100, bbox_inches="tight", metadata={"Software": FIGURE_MARK})
         os.replace(tmp, path)
     finally:
         plt.close(fig)
         tmp.unlink(missing_ok=True)
     return path
+
+
+def is_demo_figure(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a PNG that :func:`write_sense_figure` wrote (its text chunks precede the image data)."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    return head.startswith(b"\x89PNG") and FIGURE_MARK.encode() in head.split(b"IDAT")[0]
 
 
 def plot_bank(embedder, path: str | os.PathLike) -> Path:

@@ -73,7 +73,8 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
     for task in tasks:
         start = time.monotonic()
         if task == "wsd":
-            from pyelmo.evaluation.wsd import evaluate_wsd, load_instances
+            from pyelmo.evaluation.wsd import evaluate_wsd
+            from pyelmo.evaluation.wsddata import load_instances
 
             wn = registry_source("wordnet", options.wordnet)
             instances = load_instances(wn, options.work_dir, options.progress, options.wsd_max_lemmas)
@@ -101,7 +102,7 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
 def model_directory(model: str | os.PathLike | None, weight_file: str | os.PathLike | None) -> Path:
     """The folder the word2vec baseline is kept in: the model folder, the weight file's
     folder for released-format models, or the shipped model's folder."""
-    from pyelmo.modelio.load import DEFAULT_MODEL_DIR
+    from pyelmo.modelio.hub import DEFAULT_MODEL_DIR
 
     if weight_file is not None:
         return Path(weight_file).resolve().parent

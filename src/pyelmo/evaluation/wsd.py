@@ -23,9 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from pyelmo.evaluation.common import EvaluationError
-from pyelmo.evaluation.wsddata import (DATASET_VERSION, LEXNAMES, POS_NAMES, WsdInstance,  # noqa: F401  (re-exported)
-                                       build_instances, find_target, lemma_senses, lexnames_text, load_instances,
-                                       open_wordnet, prepare_wordnet_dir, wsd_split)
+from pyelmo.evaluation.wsddata import POS_NAMES, WsdInstance
 
 TIE_TOLERANCE = 1e-6
 

@@ -4,9 +4,11 @@
     nlp.add_pipe("pyelmo", config={"model": "original", "layer": "average"})
     doc = nlp("The bank closed.")
     doc[1].vector, doc.tensor, doc._.elmo          # (dim,), (n_tokens, dim), (n_tokens, dim)
+    doc[1].similarity(nlp("The river bank.")[2])   # cosine of the two contextual vectors
 
 ``model``: anything ``pyelmo.load`` takes (a released name, a directory, a URL; ``null``:
-the shipped English model). ``layer``: ``"average"`` (mean of the layers), ``"top"``, or a
+the shipped English model); it is loaded when the component is made, so a bad name fails at
+``add_pipe``. ``layer``: ``"average"`` (mean of the layers), ``"top"``, or a
 layer index (0 = the context-independent token layer). ``nlp.pipe`` embeds ``batch_size``
 documents at a time. The component is registered with spaCy through the ``spacy_factories``
 entry point, so ``nlp.to_disk`` / ``spacy.load`` restore it from its config (the model is
@@ -22,7 +24,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span, Token
 from spacy.util import minibatch
 
-from pyelmo.errors import InputError
+from pyelmo.errors import InputError, PyelmoError
 
 LAYERS = ("average", "top")
 
@@ -32,6 +34,8 @@ def _doc_vector(doc: Doc) -> np.ndarray:
 
 
 def _span_vector(span: Span) -> np.ndarray:
+    if not len(span):
+        return np.zeros(span.doc._.elmo.shape[-1], dtype=np.float32)
     return span.doc._.elmo[span.start:span.end].mean(axis=0)
 
 
@@ -39,9 +43,36 @@ def _token_vector(token: Token) -> np.ndarray:
     return token.doc._.elmo[token.i]
 
 
+def _norm(obj: Doc | Span | Token) -> float:
+    return float(np.linalg.norm(obj.vector))
+
+
+def _has_vector(obj: Doc | Span | Token) -> bool:
+    return bool(obj.vector.size)
+
+
+def _similarity(obj: Doc | Span | Token, other) -> float:
+    """Cosine of the two ELMo vectors (spaCy's own shortcut, 1.0 for equal spellings, would ignore context)."""
+    a = obj.vector
+    try:
+        b = other.vector
+    except (AttributeError, ValueError):  # not a spaCy object; a Lexeme without static vectors
+        b = None
+    if b is None or np.shape(b) != a.shape:
+        raise InputError(f"pyelmo component: cannot compare with a {type(other).__name__} without an ELMo vector "
+                         f"of size {a.shape[-1]}; compare tokens, spans or docs made by this pipeline")
+    norms = float(np.linalg.norm(a)) * float(np.linalg.norm(b))
+    return float(np.dot(a, b) / norms) if norms else 0.0
+
+
+HOOKS = {"vector": (_doc_vector, _span_vector, _token_vector), "vector_norm": (_norm,) * 3,
+         "has_vector": (_has_vector,) * 3, "similarity": (_similarity,) * 3}
+
+
 class ElmoComponent:
     """Sets ``doc._.elmo`` and ``doc.tensor`` to one ELMo vector per token, and makes
-    ``token.vector`` / ``span.vector`` / ``doc.vector`` (and so ``similarity``) use them."""
+    ``token.vector`` / ``span.vector`` / ``doc.vector`` (a span's or doc's: the mean of its tokens'),
+    their ``vector_norm`` and ``similarity`` (the cosine of the vectors) use them."""
 
     def __init__(self, nlp: Language, name: str, model: str | None, layer: str | int, batch_size: int) -> None:
         if not (layer in LAYERS or isinstance(layer, int) and not isinstance(layer, bool)):
@@ -49,21 +80,17 @@ class ElmoComponent:
         if batch_size < 1:
             raise InputError(f"pyelmo component: batch_size must be at least 1, got {batch_size}")
         self.name, self.model, self.layer, self.batch_size = name, model, layer, batch_size
-        self._embedder = None
+        from pyelmo.embedding.embedder import ElmoEmbedder
+
+        try:  # now, so that a bad model fails at add_pipe rather than at the first nlp(...)
+            self.embedder = ElmoEmbedder(model)
+        except PyelmoError as exc:
+            raise type(exc)(f"pyelmo component: model {model!r}: {exc}") from None
+        n_layers = self.embedder.model.config.num_layers
+        if isinstance(layer, int) and not -n_layers <= layer < n_layers:
+            raise InputError(f"pyelmo component: layer {layer} does not exist; the model has {n_layers}")
         if not Doc.has_extension("elmo"):
             Doc.set_extension("elmo", default=None)
-
-    @property
-    def embedder(self):
-        """The ``ElmoEmbedder``, loaded on first use."""
-        if self._embedder is None:
-            from pyelmo.embedding.embedder import ElmoEmbedder
-
-            self._embedder = ElmoEmbedder(self.model)
-            n_layers = self._embedder.model.config.num_layers
-            if isinstance(self.layer, int) and not -n_layers <= self.layer < n_layers:
-                raise InputError(f"pyelmo component: layer {self.layer} does not exist; the model has {n_layers}")
-        return self._embedder
 
     def select(self, layers: np.ndarray) -> np.ndarray:
         """``(L, n, D)`` -> ``(n, D)`` float32 for the configured layer."""
@@ -86,9 +113,10 @@ class ElmoComponent:
     def set_annotations(doc: Doc, vectors: np.ndarray) -> None:
         doc._.elmo = vectors
         doc.tensor = vectors
-        doc.user_hooks["vector"] = _doc_vector
-        doc.user_span_hooks["vector"] = _span_vector
-        doc.user_token_hooks["vector"] = _token_vector
+        for name, (for_doc, for_span, for_token) in HOOKS.items():
+            doc.user_hooks[name] = for_doc
+            doc.user_span_hooks[name] = for_span
+            doc.user_token_hooks[name] = for_token
 
 
 @Language.factory("pyelmo", default_config={"model": None, "layer": "average", "batch_size": 64})

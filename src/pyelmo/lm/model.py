@@ -148,17 +148,62 @@ def full_softmax_nll(h: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bia
 
 
 # -- loading and export ---------------------------------------------------------------------
-def load_language_model(model_dir: PathLike, dropout: float = 0.0) -> tuple[LanguageModel, Vocabulary]:
-    """A trained model directory (``save_pretrained`` layout + softmax + ``vocab.txt``), read once."""
-    from pyelmo.modelio.weights import WeightFileError, load_native_state, load_native_tensors, native_model_config
+SOFTMAX_HDF5 = "softmax.hdf5"
 
-    model_dir = Path(model_dir)
-    config = native_model_config(model_dir)
-    tensors = load_native_tensors(model_dir)
-    if "softmax.weight" not in tensors or "softmax.bias" not in tensors:
-        raise WeightFileError(f"{model_dir} has no softmax (softmax.weight / softmax.bias): not a trained biLM")
+
+def language_model_dir(model: PathLike | None = None) -> Path:
+    """The folder of a biLM with its softmax: ``None`` or ``"english"`` (the shipped model), a folder
+    ``pyelmo train`` wrote (the run folder or its ``model/``) or one ``pyelmo export`` wrote. Anything
+    else is refused in one line naming what works."""
+    from pyelmo.modelio import hub
+    from pyelmo.errors import WeightFileError
+    from pyelmo.modelio.hub import default_model_dir
+    from pyelmo.modelio.load import run_model_dir
+    from pyelmo.modelio.weights import CONFIG_NAME
+
+    if model is None or str(model) == "english":
+        return default_model_dir()
+    path = Path(model)
+    if not path.exists():
+        if str(model) in hub.RELEASES or hub.is_url(str(model)):
+            raise no_softmax(f"the {'released' if str(model) in hub.RELEASES else 'downloaded'} model {str(model)!r}")
+        raise WeightFileError(f"model directory not found: {path}")
+    if path.is_file():
+        raise no_softmax(f"{path} (a file)")
+    path = run_model_dir(path)
+    if (path / CONFIG_NAME).is_file() or (path / SOFTMAX_HDF5).is_file():
+        return path
+    raise no_softmax(str(path))
+
+
+def no_softmax(what: str) -> Exception:
+    """The error for a model without an LM head, naming the folders and the flag that work."""
+    from pyelmo.errors import WeightFileError
+
+    return WeightFileError(f"{what} has no softmax and vocabulary (a biLM alone cannot predict words or score "
+                           "text): use a folder 'pyelmo train' wrote (RUN or RUN/model), one 'pyelmo export' "
+                           "wrote, or the shipped English model (no --model)")
+
+
+def load_language_model(model: PathLike | None = None, dropout: float = 0.0) -> tuple[LanguageModel, Vocabulary]:
+    """A biLM with its softmax and vocabulary, read once, from what :func:`language_model_dir` accepts: the
+    native layout (``save_pretrained`` + ``softmax.weight``/``softmax.bias`` + ``vocab.txt``) or the
+    exported one (``options.json``, ``weights.hdf5``, ``softmax.hdf5``, ``vocab.txt``)."""
+    from pyelmo.errors import WeightFileError
+    from pyelmo.modelio.weights import load_bilm_hdf5, load_native_state, load_native_tensors, native_model_config
+
+    model_dir = language_model_dir(model)
+    if (model_dir / SOFTMAX_HDF5).is_file():
+        bilm = load_bilm_hdf5(model_dir / "options.json", model_dir / "weights.hdf5")
+        config, tensors = bilm.config, bilm.state_dict()
+        w, b = _read_softmax_hdf5(model_dir / SOFTMAX_HDF5)
+    else:
+        config = native_model_config(model_dir)
+        tensors = load_native_tensors(model_dir)
+        if "softmax.weight" not in tensors or "softmax.bias" not in tensors:
+            raise no_softmax(str(model_dir))
+        w, b = tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
     vocab = Vocabulary.load(model_dir / "vocab.txt")
-    w, b = tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
     if w.shape != (len(vocab), config.projection_dim) or b.shape != (len(vocab),):
         raise WeightFileError(f"{model_dir}: softmax shape {tuple(w.shape)} does not match vocabulary "
                               f"({len(vocab)}) and projection ({config.projection_dim})")
@@ -170,12 +215,26 @@ def load_language_model(model_dir: PathLike, dropout: float = 0.0) -> tuple[Lang
     return lm.eval(), vocab
 
 
+def _read_softmax_hdf5(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax/W`` and ``softmax/b`` of an exported ``softmax.hdf5``."""
+    import h5py
+
+    from pyelmo.errors import WeightFileError
+
+    try:
+        with h5py.File(path, "r") as f:
+            return (torch.from_numpy(np.asarray(f["softmax/W"][...], dtype=np.float32)),
+                    torch.from_numpy(np.asarray(f["softmax/b"][...], dtype=np.float32)))
+    except (OSError, KeyError, RuntimeError, ValueError) as exc:
+        raise WeightFileError(f"{path} is not a readable softmax file (datasets softmax/W, softmax/b: {exc})") from None
+
+
 EXPORT_OUTPUTS = ("options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt")
 
 
-def export_bilm_hdf5(model_dir: PathLike, outdir: PathLike, overwrite: bool = False) -> Path:
+def export_bilm_hdf5(model: PathLike | None, outdir: PathLike, overwrite: bool = False) -> Path:
     """Write ``options.json``, ``weights.hdf5``, ``softmax.hdf5`` and ``vocab.txt`` into ``outdir``
-    (the released bilm-tf layout; each file atomically).
+    (the released bilm-tf layout; each file atomically). ``model``: see :func:`language_model_dir`.
 
     Refuses (``InputError``) an ``outdir`` that is a file or already holds one of them, unless ``overwrite``.
     """
@@ -191,10 +250,10 @@ def export_bilm_hdf5(model_dir: PathLike, outdir: PathLike, overwrite: bool = Fa
     existing = [name for name in EXPORT_OUTPUTS if (outdir / name).exists()]
     if existing and not overwrite:
         raise InputError(f"{outdir} already holds {', '.join(existing)} (use --overwrite to replace)")
-    lm, vocab = load_language_model(model_dir)
+    lm, vocab = load_language_model(model)
     outdir.mkdir(parents=True, exist_ok=True)
     save_bilm_hdf5(lm.bilm, outdir / "options.json", outdir / "weights.hdf5")
-    with atomic_writer(outdir / "softmax.hdf5") as tmp, h5py.File(tmp, "w") as f:
+    with atomic_writer(outdir / SOFTMAX_HDF5) as tmp, h5py.File(tmp, "w") as f:
         f.create_dataset("softmax/W", data=lm.softmax_weight.detach().numpy().astype(np.float32))
         f.create_dataset("softmax/b", data=lm.softmax_bias.detach().numpy().astype(np.float32))
     vocab.save(outdir / "vocab.txt")
@@ -238,13 +297,16 @@ def evaluate(model: LanguageModel, text: TokenizedText, batch_tokens: int = 8192
     return Perplexity(math.exp(f / n), math.exp(b / n), math.exp((f + b) / (2 * n)), int(n))
 
 
-def perplexity(model_dir: PathLike, files: Sequence[PathLike], batch_tokens: int = 8192,
+def perplexity(model: PathLike | None, files: Sequence[PathLike], batch_tokens: int = 8192,
                max_length: int | None = None) -> Perplexity:
-    """Full-softmax perplexity of a trained model on text files (one sentence per line)."""
-    from pyelmo.modelio.weights import read_native_config
+    """Full-softmax perplexity of a trained model (see :func:`language_model_dir`) on text files (one
+    sentence per line); ``max_length``: the model's training setting (100 for an exported model)."""
+    from pyelmo.modelio.weights import CONFIG_NAME, read_native_config
 
-    lm, vocab = load_language_model(model_dir)
+    lm, vocab = load_language_model(model)
     if max_length is None:
-        max_length = int(read_native_config(model_dir).get("training", {}).get("max_length", 100))
+        model_dir = language_model_dir(model)
+        training = read_native_config(model_dir).get("training", {}) if (model_dir / CONFIG_NAME).is_file() else {}
+        max_length = int(training.get("max_length", 100))
     text = TokenizedText(files, vocab, max_length, lm.bilm.config.char_cnn.max_characters_per_token)
     return evaluate(lm, text, batch_tokens)

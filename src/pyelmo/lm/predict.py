@@ -69,11 +69,10 @@ class WordPredictor:
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike | None = None,
                         candidates: int | None = None) -> "WordPredictor":
-        """Load a model directory written by ``pyelmo train`` (biLM, softmax, ``vocab.txt``); default: shipped.
-        ``candidates``: see the class (default :data:`CANDIDATES`)."""
-        from pyelmo.modelio.load import default_model_dir
-
-        lm, vocab = load_language_model(directory if directory is not None else default_model_dir())
+        """Load a model with its softmax and vocabulary: a folder ``pyelmo train`` or ``pyelmo export``
+        wrote (:func:`pyelmo.lm.model.language_model_dir`); default: shipped. ``candidates``: see the
+        class (default :data:`CANDIDATES`)."""
+        lm, vocab = load_language_model(directory)
         return cls(lm, vocab, CANDIDATES if candidates is None else candidates)
 
     @torch.inference_mode()

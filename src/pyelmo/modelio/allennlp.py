@@ -116,6 +116,53 @@ def from_allennlp(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Ten
     return out
 
 
+class StateDictError(WeightFileError, RuntimeError):
+    """A state dict that does not fit the module (a ``RuntimeError`` too, as torch's own refusal is)."""
+
+
+def checked_state_dict(own: Mapping[str, torch.Tensor], state_dict: Mapping, strict: bool = True
+                       ) -> dict[str, torch.Tensor]:
+    """``state_dict`` (pyelmo's, an AllenNLP ``Elmo``'s or a model's holding one) in pyelmo's layout, checked
+    whole against ``own`` (the module's state dict) before anything is loaded: every value a tensor of the
+    module's shape and, with ``strict``, the same keys. A refusal names the keys and both shapes."""
+    if not isinstance(state_dict, Mapping):
+        raise StateDictError(f"a state dict maps names to tensors; got a {type(state_dict).__name__}")
+    if odd := [key for key in state_dict if not isinstance(key, str)][:1]:
+        raise StateDictError(f"state dict key {odd[0]!r} is not a name (a string)")
+    if is_allennlp_state_dict(state_dict):
+        state_dict = extract_elmo(state_dict)
+        # the module's own shapes in AllenNLP's layout, from shape-only (meta) tensors
+        theirs = _shapes(to_allennlp({key: torch.empty(value.shape, device="meta") for key, value in own.items()}))
+        _check(theirs, state_dict, strict, "AllenNLP state dict", ignore=_DERIVED)
+        state_dict = {key: value for key, value in state_dict.items() if key in theirs or key in _DERIVED}
+        state_dict = from_allennlp(state_dict)
+    _check(_shapes(own), state_dict, strict, "state dict")
+    return dict(state_dict)
+
+
+def _shapes(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tuple[int, ...]]:
+    return {key: tuple(value.shape) for key, value in state_dict.items()}
+
+
+def _check(expected: Mapping[str, tuple[int, ...]], state_dict: Mapping, strict: bool, what: str,
+           ignore: tuple[str, ...] = ()) -> None:
+    problems = []
+    for key, value in state_dict.items():
+        if key in ignore:
+            continue
+        if not torch.overrides.is_tensor_like(value):
+            problems.append(f"{key!r} is a {type(value).__name__}, not a tensor")
+        elif key in expected and tuple(value.shape) != expected[key]:
+            problems.append(f"{key!r} has shape {tuple(value.shape)}, this module's is {expected[key]}")
+        elif key not in expected and strict:
+            problems.append(f"unexpected key {key!r}")
+    if strict:
+        problems += [f"missing key {key!r}" for key in expected if key not in state_dict]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise StateDictError(f"{what} does not fit this module, nothing was loaded: {'; '.join(problems[:3])}{more}")
+
+
 def to_allennlp(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A ``pyelmo.Elmo`` state dict in AllenNLP ``Elmo``'s key names and layout (the inverse)."""
     out: dict[str, torch.Tensor] = {}

@@ -18,7 +18,7 @@ from pyelmo.modelio.downloads import DownloadError, Ledger, file_lock
 from pyelmo.errors import WeightFileError
 from pyelmo.fileio import PathLike
 
-OPTIONS_NAME, WEIGHTS_NAME = "options.json", "weights.hdf5"
+OPTIONS_NAME, WEIGHTS_NAME, SOFTMAX_NAME = "options.json", "weights.hdf5", "softmax.hdf5"
 
 
 @dataclass(frozen=True)
@@ -53,38 +53,49 @@ def _extract(archive: Path, target: Path) -> None:
     try:
         if archive.name.lower().endswith(".zip"):
             with zipfile.ZipFile(archive) as zf:
-                for member in zf.namelist():
-                    dest = (target / member).resolve()
-                    if not dest.is_relative_to(target.resolve()):
-                        raise DownloadError(f"archive {archive} has an entry outside its folder: {member!r}")
+                _check_members(archive, target, zf.namelist())
                 zf.extractall(target)
         else:
             with tarfile.open(archive) as tf:
-                tf.extractall(target, filter="data")
+                _check_members(archive, target, tf.getnames())
+                tf.extractall(target, filter="data")  # also refuses links out of the folder and special files
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
         raise DownloadError(f"archive {archive} cannot be unpacked ({exc})") from None
+
+
+def _check_members(archive: Path, target: Path, names: list[str]) -> None:
+    """Refuse an archive with an absolute entry or one that resolves outside ``target`` (``../``)."""
+    root = target.resolve()
+    for name in names:
+        if Path(name).is_absolute() or not (root / name).resolve().is_relative_to(root):
+            raise DownloadError(f"archive {archive} has an entry outside its folder: {name!r}")
 
 
 def find_model_files(directory: Path, origin: PathLike | None = None) -> ModelFiles:
     """The options JSON, HDF5 weights and optional vocabulary in a folder (searched recursively).
 
-    Prefers the NLPL names (``options.json``, ``model.hdf5``, ``vocab.txt``); otherwise the
-    only ``*.json`` and ``*.hdf5`` files.
+    Prefers the NLPL names (``options.json``, ``model.hdf5``, ``vocab.txt``), then the names of
+    ``pyelmo export`` and the cache (``weights.hdf5``); otherwise the only ``*.json`` and ``*.hdf5``
+    files. ``softmax.hdf5`` (the LM head ``pyelmo export`` writes beside the biLM) is not a weight file.
     """
     where = origin or directory
 
-    def pick(pattern: str, preferred: str, what: str) -> Path | None:
-        found = sorted(p for p in directory.rglob(pattern) if p.is_file() and not p.name.startswith("."))
-        named = [p for p in found if p.name == preferred]
-        if named or len(found) == 1:
-            return (named or found)[0]
+    def pick(pattern: str, preferred: tuple[str, ...], what: str) -> Path | None:
+        found = sorted(p for p in directory.rglob(pattern)
+                       if p.is_file() and not p.name.startswith(".") and p.name != SOFTMAX_NAME)
+        for name in preferred:
+            named = [p for p in found if p.name == name]
+            if named:
+                return named[0]
+        if len(found) == 1:
+            return found[0]
         if found:
             raise WeightFileError(f"{where}: several {what} files ({', '.join(p.name for p in found)}) "
-                                  f"and none named {preferred}")
+                                  f"and none named {' or '.join(preferred)}")
         return None
 
-    options = pick("*.json", OPTIONS_NAME, "options")
-    weights = pick("*.hdf5", "model.hdf5", "weight")
+    options = pick("*.json", (OPTIONS_NAME,), "options")
+    weights = pick("*.hdf5", ("model.hdf5", WEIGHTS_NAME), "weight")
     if options is None or weights is None:
         raise WeightFileError(f"{where} holds no {'options JSON' if options is None else 'HDF5 weight file'} "
                               "(expected options.json and model.hdf5, the NLPL layout)")

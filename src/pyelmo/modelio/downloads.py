@@ -93,9 +93,24 @@ def file_lock(path: Path) -> Iterator[None]:
         lock.release()
 
 
-def _offline_error(path: Path, url: str) -> DownloadError:
-    return DownloadError(f"{path.name} is not in the cache ({path}) and PYELMO_OFFLINE is set; "
-                         f"fetch {url} by hand to that path")
+def check_offline(files: dict[Path, str], source: str | None = None) -> None:
+    """With ``PYELMO_OFFLINE`` set, raise one error naming every file of ``files`` (path -> URL) missing from
+    the cache: each URL and the exact path to put it at; for a model (``source``: its name or URL) also
+    ``pyelmo download`` as the alternative."""
+    missing = {path: url for path, url in files.items() if not path.exists()}
+    if not offline() or not missing:
+        return
+    fetches = " and ".join(f"{url} to {path.absolute()}" for path, url in missing.items())
+    present = [path.name for path in files if path not in missing]
+    there = f" ({', '.join(present)} {'is' if len(present) == 1 else 'are'} there)" if present else ""
+    what = f"model {source!r} needs " if source else ""
+    message = (f"{what}{len(missing)} file{'s' if len(missing) > 1 else ''} not in the cache and PYELMO_OFFLINE "
+               f"is set: fetch {fetches}{there}")
+    if source:
+        folder = next(iter(files)).parent.absolute()
+        message += (f"; or, on a machine with network, run 'pyelmo download {source} --dir DIR' and copy "
+                    f"DIR/models/{folder.name} to {folder}")
+    raise DownloadError(message)
 
 
 def fetch(url: str, path: PathLike, sha256: str | None = None, size: int | None = None,
@@ -116,8 +131,7 @@ def fetch(url: str, path: PathLike, sha256: str | None = None, size: int | None 
             if ledger.get(path.name) is None:  # put there by hand (offline): trust it from now on
                 ledger.record(path.name, url, path, sha256_file(path))
             return path
-        if offline():
-            raise _offline_error(path, url)
+        check_offline({path: url})
         part = path.with_name(f".{path.name}.part")
         _download(url, part, progress)
         try:

@@ -1,4 +1,4 @@
-"""Released models by name, and the model cache they are downloaded into.
+"""Models by name (the shipped ``english`` one and the released ones), and the model cache.
 
 ``resolve("original")`` returns the local options and weight files of a released model,
 downloading them on first use (:mod:`pyelmo.modelio.downloads`: resumable, locked, checked
@@ -23,15 +23,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyelmo.config import ElmoConfig, preset
-from pyelmo.modelio.downloads import DownloadError, Ledger, fetch  # noqa: F401  (DownloadError: its former home)
 from pyelmo.errors import PyelmoError, WeightFileError
 from pyelmo.fileio import PathLike
-from pyelmo.modelio.archives import (OPTIONS_NAME, WEIGHTS_NAME, ModelFiles, check_structure,  # noqa: F401
-                               find_model_files, unpack_archive)
+from pyelmo.modelio.archives import OPTIONS_NAME, WEIGHTS_NAME, ModelFiles, check_structure, unpack_archive
+from pyelmo.modelio.downloads import Ledger, check_offline, fetch
 
 #: Where AllenNLP published the released ELMo models (allennlp.org/elmo and AllenNLP's code).
 ALLENNLP_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
+#: Where the package ships its default English model (package data; the name ``english``).
+DEFAULT_MODEL_DIR = Path(__file__).parents[1] / "pretrained" / "english"
+
+
+def default_model_dir() -> Path:
+    """The shipped model's directory; a clear error if this installation lacks it."""
+    if not (DEFAULT_MODEL_DIR / "model.safetensors").exists():
+        raise WeightFileError(
+            "this installation has no shipped model; pass --model DIR or --options-file/--weight-file"
+        )
+    return DEFAULT_MODEL_DIR
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,7 @@ class Release:
     source: str
     sha256: tuple[tuple[str, str], ...] = ()
     sizes: tuple[tuple[str, int], ...] = ()
+    language: str | None = None  # of its training text ("en"); None: not known
 
     def urls(self) -> dict[str, str]:
         mirror = os.environ.get("PYELMO_MIRROR", "").rstrip("/")
@@ -71,7 +82,7 @@ def _allennlp(folder: str, stem: str, weights_suffix: str = "weights") -> tuple[
 def _release(name: str, folder: str, stem: str, size: str, description: str,
              weights_suffix: str = "weights", source: str = "AllenNLP") -> Release:
     options_url, weights_url = _allennlp(folder, stem, weights_suffix)
-    return Release(name, options_url, weights_url, preset(size), description, source)
+    return Release(name, options_url, weights_url, preset(size), description, source, language="en")
 
 
 #: The released English models (URLs as published by AllenNLP; no digests were published with them).
@@ -154,6 +165,7 @@ def resolve(source: str, root: PathLike | None = None, progress: bool = True) ->
 
 def fetch_release(release: Release, root: PathLike | None = None, progress: bool = True) -> ModelFiles:
     directory = models_dir(root) / release.name
+    check_offline({directory / name: url for name, url in release.urls().items()}, release.name)
     pins, sizes = dict(release.sha256), dict(release.sizes)
     files = {name: fetch(url, directory / name, pins.get(name), sizes.get(name), progress)
              for name, url in release.urls().items()}
@@ -166,6 +178,8 @@ def fetch_url(url: str, root: PathLike | None = None, progress: bool = True) -> 
     """A URL of an archive, or of a weight file whose options sit next to it (``options_url_for``)."""
     directory = models_dir(root) / url_folder(url)
     name = url.rstrip("/").rsplit("/", 1)[-1]
+    check_offline({directory / name: url} if is_archive(name) else
+                  {directory / WEIGHTS_NAME: url, directory / OPTIONS_NAME: options_url_for(url)}, url)
     if is_archive(name):
         archive = fetch(url, directory / name, progress=progress)
         try:
@@ -203,8 +217,6 @@ def download(source: str, directory: PathLike | None = None, progress: bool = Tr
 
 def listing(root: PathLike | None = None) -> list[dict]:
     """One row per registered model: name, approximate size, dims, source, cached."""
-    from pyelmo.modelio.load import DEFAULT_MODEL_DIR
-
     weights = DEFAULT_MODEL_DIR / "model.safetensors"
     size = f"{weights.stat().st_size / 1e6:.0f} MB" if weights.exists() else "-"
     rows = [{"name": "english", "size": size, "dims": _dims(_shipped_config()),
@@ -223,7 +235,6 @@ def _dims(config: ElmoConfig | None) -> str:
 
 
 def _shipped_config() -> ElmoConfig | None:
-    from pyelmo.modelio.load import DEFAULT_MODEL_DIR
     from pyelmo.modelio.weights import read_native_config
 
     try:
@@ -232,5 +243,5 @@ def _shipped_config() -> ElmoConfig | None:
         return None
 
 
-__all__ = ["Release", "RELEASES", "register", "resolve", "download", "fetch", "listing", "cache_root",
-           "ModelFiles", "DownloadError", "find_model_files", "check_structure"]
+__all__ = ["Release", "RELEASES", "register", "resolve", "download", "listing", "cache_root", "DEFAULT_MODEL_DIR",
+           "default_model_dir"]

@@ -5,7 +5,8 @@
 ``serve`` extra (``pip install 'pyelmo[serve]'``).
 """
 
-from pyelmo.serve.app import Service, build_service, create_app
+from pyelmo.serve.app import create_app
 from pyelmo.serve.schemas import Limits
+from pyelmo.serve.service import Service, build_service
 
 __all__ = ["Limits", "Service", "build_service", "create_app"]

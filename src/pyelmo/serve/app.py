@@ -1,97 +1,29 @@
-"""The ASGI app of ``pyelmo serve``: the service it serves, the routes of the JSON API and the page at ``/``.
+"""The ASGI app of ``pyelmo serve``: the routes of the JSON API and the page at ``/``.
 
-The endpoints' work is :mod:`pyelmo.serve.endpoints`; error bodies and the body limit are
-:mod:`pyelmo.serve.errors`. Model work runs on the batcher's thread, never on the event
-loop, so a slow or vanished client holds up no one else.
+What it serves is :mod:`pyelmo.serve.service`; the endpoints' work is :mod:`pyelmo.serve.endpoints`;
+error bodies and the body limit are :mod:`pyelmo.serve.errors`. Model work runs on the batcher's
+thread, never on the event loop, so a slow or vanished client holds up no one else.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from pyelmo.serve.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_WAIT, Batcher
 from pyelmo.serve.endpoints import Api
-from pyelmo.serve.errors import AsciiJSONResponse, BodyLimit, install_error_handlers  # noqa: F401  (BodyLimit: former home)
-from pyelmo.serve.neighbours import SampleCorpus
+from pyelmo.serve.errors import AsciiJSONResponse, BodyLimit, install_error_handlers
 from pyelmo.serve.schemas import ErrorResponse, Limits, TokenizeRequest
+from pyelmo.serve.service import Service, build_service
 
-log = logging.getLogger("pyelmo.serve")
-
-
-
-# ---------------------------------------------------------------------------- the service
-
-
-@dataclass
-class Service:
-    """What the app serves: an embedder behind a batcher, an optional LM head, the sample corpus."""
-
-    embedder: Any
-    batcher: Batcher
-    corpus: SampleCorpus
-    model_info: dict
-    predictor: Any = None
-    limits: Limits = field(default_factory=Limits)
-
-    @property
-    def n_layers(self) -> int:
-        return self.corpus.n_layers
-
-    def close(self) -> None:
-        self.batcher.close()
-
-
-def build_service(model: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None, *,
-                  batching: bool = True, max_wait: float = DEFAULT_MAX_WAIT,
-                  max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, limits: Limits | None = None,
-                  cache_dir: str | os.PathLike | None = None) -> Service:
-    """Load the model (default: the shipped one), its LM head when it has one, and the corpus vectors."""
-    from pyelmo.embedding.embedder import ElmoEmbedder
-    from pyelmo.modelio.weights import model_fingerprint
-
-    embedder = ElmoEmbedder(model, weight_file)
-    fingerprint = model_fingerprint(embedder.model)
-    predictor = None
-    if weight_file is None:
-        predictor = _load_predictor(model)
-    corpus = SampleCorpus.load(embedder, fingerprint, cache_dir)
-    config = embedder.model.config
-    info = {
-        "id": fingerprint[:12],
-        "fingerprint": fingerprint,
-        "source": "shipped English model" if model is None else str(model),
-        "layers": config.lstm.n_layers + 1,
-        "dim": 2 * config.lstm.projection_dim,
-        "predict": predictor is not None,
-    }
-    batcher = Batcher(embedder, batching=batching, max_wait=max_wait, max_tokens=max_batch_tokens)
-    return Service(embedder, batcher, corpus, info, predictor, limits or Limits())
-
-
-def _load_predictor(model):
-    """The model's LM head (softmax + vocabulary), or None when the directory has none."""
-    from pyelmo.errors import PyelmoError
-    from pyelmo.lm.predict import WordPredictor
-
-    try:
-        return WordPredictor.from_pretrained(model)
-    except (PyelmoError, OSError, KeyError, ValueError) as exc:
-        log.info("no LM predictions for this model: %s", exc)
-        return None
-
-
-# ---------------------------------------------------------------------------- the app
+#: The environment variable holding ``app_from_settings``'s settings (JSON) for worker processes.
+SETTINGS_VARIABLE = "PYELMO_SERVE_SETTINGS"
 
 
 def create_app(service: Service) -> FastAPI:
@@ -139,7 +71,9 @@ def create_app(service: Service) -> FastAPI:
             ("/v1/embed", api.embed, "Per-token vectors of the chosen layers, their average or a scalar mix."),
             ("/v1/similarity", api.similarity,
              "Cosine similarity of one word across sentences, per layer and for the layer average."),
-            ("/v1/neighbours", api.neighbours, "A word's nearest contexts in the built-in sample corpus, per layer."),
+            ("/v1/neighbours", api.neighbours, "A word's nearest contexts in the built-in sample corpus, per layer, "
+             "and how each layer separates the word's senses there (`senses`: mean similarity of same-sense and "
+             "different-sense pairs, and of this occurrence to each sense's contexts; null without two senses)."),
             ("/v1/predict", api.predict, "The biLM's top words for a blank: forward, backward and combined.")):
         app.add_api_route(path, endpoint, methods=["POST"], description=summary)
 
@@ -166,5 +100,5 @@ def app_from_settings(settings: dict) -> FastAPI:
 
 def app_from_environment() -> FastAPI:
     """The app of one of several uvicorn worker processes, from ``$PYELMO_SERVE_SETTINGS``
-    (written by ``pyelmo serve --workers N``)."""
-    return app_from_settings(json.loads(os.environ["PYELMO_SERVE_SETTINGS"]))
+    (written by ``pyelmo.serve.process.run_server``)."""
+    return app_from_settings(json.loads(os.environ[SETTINGS_VARIABLE]))

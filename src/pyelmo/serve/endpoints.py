@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from fastapi.responses import Response
@@ -13,9 +13,7 @@ from pyelmo.errors import InputError
 from pyelmo.evaluation.senses import find_word
 from pyelmo.serve.errors import ApiError, AsciiJSONResponse
 from pyelmo.serve.schemas import EmbedRequest, NeighboursRequest, PredictRequest, Sentence, SimilarityRequest
-
-if TYPE_CHECKING:
-    from pyelmo.serve.app import Service
+from pyelmo.serve.service import Service
 
 #: Answers with more floats than this are rendered in a worker thread.
 LARGE_ANSWER = 200_000
@@ -32,16 +30,19 @@ class Api:
 
     # ------------------------------------------------------------------ input
 
-    def tokens(self, sentence: Sentence, where: str) -> list[str]:
-        """Validated tokens of a raw-text or pre-tokenized sentence."""
-        from pyelmo.text.tokenize import tokenize
-
+    def tokens(self, sentence: Sentence, where: str, tokenizer: Callable[[str], list[str]] | None = None
+               ) -> list[str]:
+        """Validated tokens of a raw-text (split by ``tokenizer``, default the service's language's
+        tokenizer) or pre-tokenized sentence."""
         limits = self.limits
         if isinstance(sentence, str):
             if len(sentence) > limits.max_chars:
                 raise ApiError(422, where, f"longer than {limits.max_chars} characters")
             _check_text(sentence, where)
-            tokens = tokenize(sentence)
+            try:
+                tokens = tokenizer(sentence) if tokenizer else self.service.embedder.tokenize(sentence, self.service.lang)
+            except InputError as exc:  # its language's segmenter is not installed on this server
+                raise ApiError(422, where, f"{exc} on the server, or send the sentence as a list of tokens") from None
         else:
             for j, token in enumerate(sentence):
                 _check_text(token, f"{where}[{j}]")
@@ -166,10 +167,15 @@ class Api:
         rows = corpus.contexts(word)
         unit = vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
         sample = corpus.unit_vectors(rows)  # (L + 1, m, D)
-        points = {name: np.round(pca2(np.concatenate([unit[:, k], sample[k]])), 5).tolist()
-                  for k, name in enumerate(names)}
+        points, kept = {}, {}
+        for k, name in enumerate(names):
+            layer = np.concatenate([unit[:, k], sample[k]])
+            xy = pca2(layer)
+            total = float(((layer - layer.mean(axis=0)) ** 2).sum())
+            points[name] = np.round(xy, 5).tolist()
+            kept[name] = float((xy ** 2).sum() / total) if xy.any() else 1.0  # all on one spot: nothing lost
         examples = [corpus.examples[corpus.rows[r][0]] for r in rows]
-        return {"points": points, "sentences": len(vectors),
+        return {"points": points, "variance_kept": kept, "sentences": len(vectors),
                 "sample": [{"sense": corpus.sense_of(r) or "other", "sentence": " ".join(e.tokens)}
                            for r, e in zip(rows, examples)]}
 
@@ -194,7 +200,8 @@ class Api:
                              "word": corpus.examples[nb.sentence].tokens[nb.position],
                              "sense": corpus.sense_of(nb.row), "similarity": nb.similarity} for nb in neighbours]
         return {"tokens": tokens, "position": position, "word": word,
-                "corpus": {"sentences": len(corpus.examples), "contexts": int(len(rows))}, "layers": layers}
+                "corpus": {"sentences": len(corpus.examples), "contexts": int(len(rows))}, "layers": layers,
+                "senses": corpus.senses(word, query, exclude=tokens)}
 
     async def predict(self, body: PredictRequest) -> dict:
         from pyelmo.lm.predict import BLANK, blank_tokens
@@ -208,12 +215,9 @@ class Api:
         if isinstance(sentence, str) and body.position is None:
             if sentence.count(BLANK) != 1:
                 raise ApiError(422, "sentence", f"mark exactly one word to predict with {BLANK}")
-            self.tokens(sentence, "sentence")  # the limits, on the whole text
-            tokens = blank_tokens(sentence)
+            tokens = self.tokens(sentence, "sentence", blank_tokens)  # the blank counts as one token
         else:
             tokens = self.tokens(sentence, "sentence")
-        if len(tokens) > self.limits.max_tokens:
-            raise ApiError(422, "sentence", f"{len(tokens)} tokens; at most {self.limits.max_tokens} per sentence")
         if body.position is None:
             if tokens.count(BLANK) != 1:
                 raise ApiError(422, "sentence", f"mark exactly one word to predict with {BLANK}")

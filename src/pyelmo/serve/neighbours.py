@@ -20,6 +20,7 @@ import numpy as np
 
 from pyelmo.fileio import write_bytes_atomic
 from pyelmo.paths import user_cache_dir
+from pyelmo.evaluation.demo import separation_of
 from pyelmo.evaluation.senses import SenseExample, read_sense_examples
 
 #: Bumped whenever the cached layout changes.
@@ -51,8 +52,7 @@ class SampleCorpus:
         #: (sentence index, token index) of each row of ``vectors``
         self.rows = [(i, p) for i, e in enumerate(self.examples) for p in range(len(e.tokens))]
         self.lowered = np.array([self.examples[i].tokens[p].lower() for i, p in self.rows])
-        with_average = np.concatenate([vectors, vectors.mean(axis=0, keepdims=True)], axis=0)
-        self._unit = with_average / np.maximum(np.linalg.norm(with_average, axis=-1, keepdims=True), 1e-12)
+        self._unit = _unit(np.concatenate([vectors, vectors.mean(axis=0, keepdims=True)], axis=0))
 
     @classmethod
     def load(cls, embedder, fingerprint: str, cache_dir: str | Path | None = None,
@@ -97,21 +97,50 @@ class SampleCorpus:
         """``(L + 1, len(rows), D)`` unit vectors (the last layer is the average)."""
         return self._unit[:, rows]
 
-    def nearest(self, query: np.ndarray, rows: np.ndarray, k: int, exclude: Sequence[str] = ()
-                ) -> list[list[Neighbour]]:
-        """Per layer (and the average), the ``k`` rows most cosine-similar to ``query (L + 1, D)``,
-        leaving out contexts in the sentence ``exclude`` (the query's own tokens)."""
+    def senses(self, word: str, query: np.ndarray, exclude: Sequence[str] = ()) -> dict | None:
+        """How each layer (and the average) separates the labelled senses of ``word`` here: the mean
+        similarity over pairs of its contexts of the same sense and of different senses (as ``pyelmo demo``
+        reports), and the mean similarity of ``query (L + 1, D)`` to each sense's contexts, leaving out the
+        sentence ``exclude``. None when the corpus has fewer than two senses of the word."""
+        rows = np.array([r for r in self.contexts(word) if self.sense_of(r)], dtype=int)
+        labels = [self.sense_of(r) for r in rows]
+        if len(set(labels)) < 2:
+            return None
+        separation = separation_of(self._unit[:, rows].transpose(1, 0, 2), word, labels)
+        kept = self._excluding(rows, exclude)
+        sims = np.einsum("lnd,ld->ln", self._unit[:, kept], _unit(query))
+        names = list(separation.within)
+        query_means = {}
+        for sense in separation.senses:
+            mine = [i for i, r in enumerate(kept) if self.sense_of(r) == sense]
+            query_means[sense] = {name: float(sims[k, mine].mean()) for k, name in enumerate(names)} if mine else None
+        return {"contexts": separation.senses, "same_sense": separation.within,
+                "different_senses": separation.across, "query": query_means}
+
+    def _excluding(self, rows: np.ndarray, exclude: Sequence[str]) -> np.ndarray:
+        """``rows`` less those in a sentence whose tokens are ``exclude``."""
         if len(exclude):
             same = [i for i, e in enumerate(self.examples) if list(e.tokens) == list(exclude)]
             if same:
                 rows = rows[~np.isin(np.array([self.rows[r][0] for r in rows]), same)]
-        unit_query = query / np.maximum(np.linalg.norm(query, axis=-1, keepdims=True), 1e-12)
+        return rows
+
+    def nearest(self, query: np.ndarray, rows: np.ndarray, k: int, exclude: Sequence[str] = ()
+                ) -> list[list[Neighbour]]:
+        """Per layer (and the average), the ``k`` rows most cosine-similar to ``query (L + 1, D)``,
+        leaving out contexts in the sentence ``exclude`` (the query's own tokens)."""
+        rows = self._excluding(rows, exclude)
+        unit_query = _unit(query)
         out = []
         for layer in range(self._unit.shape[0]):
             sims = self._unit[layer, rows] @ unit_query[layer]
             best = np.argsort(-sims, kind="stable")[:k]
             out.append([Neighbour(int(rows[b]), *self.rows[rows[b]], float(sims[b])) for b in best])
         return out
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
 def _read_cache(path: Path, n_tokens: int) -> np.ndarray | None:

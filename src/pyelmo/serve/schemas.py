@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
 #: A sentence: raw text (tokenized Moses-style, as the command line does) or a list of tokens.
 Sentence = Union[str, list[str]]
+
+#: A finite number within +-1000: JSON's NaN and +-Infinity (which the parser accepts) and larger values get a 422.
+Bounded = Annotated[float, Field(ge=-1000.0, le=1000.0, allow_inf_nan=False)]
 
 _SENTENCE = "raw text (tokenized Moses-style, as `pyelmo similarity` does) or a list of tokens"
 
@@ -39,8 +42,9 @@ class EmbedRequest(_Request):
     output: Literal["layers", "average", "mix"] = Field(
         "layers", description="`layers`: each chosen layer; `average`: their mean (ELMo's equal mix); "
                               "`mix`: gamma * sum(softmax(mix_weights)[j] * layer j), as ScalarMix")
-    mix_weights: list[float] | None = Field(None, description="with output=mix: one weight per chosen layer")
-    gamma: float = Field(1.0, ge=-1000.0, le=1000.0, allow_inf_nan=False, description="scale of the mix")
+    mix_weights: list[Bounded] | None = Field(None, description="with output=mix: one weight per chosen layer "
+                                                                "(before the softmax), each within +-1000")
+    gamma: Bounded = Field(1.0, description="scale of the mix, within +-1000")
     encoding: Literal["json", "base64"] = Field(
         "json", description="`json`: nested lists of floats rounded to `decimals` decimal places; "
                             "`base64`: the exact little-endian float32 bytes, C order, of `shape`")

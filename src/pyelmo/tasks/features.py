@@ -57,10 +57,16 @@ class LayerCache:
     def add(self, sentences: Sequence[Sequence[str]], desc: str = "biLM layers") -> None:
         """Compute the layers of the sentences not yet cached (with ``cache_dir``: read them from
         ``cache_dir/layers-<hash>.npz`` when an earlier run stored the same sentences, else store them there)."""
-        pieces = (p for s in sentences for p in self._pieces(s))
-        todo = list(dict.fromkeys(p for p in pieces if p not in self.layers))
+        pieces = [p for s in sentences for p in self._pieces(s)]
+        distinct = list(dict.fromkeys(pieces))
+        todo = [p for p in distinct if p not in self.layers]
         if not todo:
             return
+        skipped = [f"{n} {what}" for n, what in ((len(pieces) - len(distinct), "repeated"),
+                                                  (len(distinct) - len(todo), "computed before")) if n]
+        if skipped:  # the bar counts what the biLM runs on, not the lines of the file
+            within = f" of {len(sentences)} examples" if len(sentences) != len(pieces) else ""
+            desc += f" ({len(todo)} of {len(pieces)} sentences{within}; skipped: {', '.join(skipped)})"
         disk = self._disk_path(todo) if self.cache_dir is not None else None
         if disk is not None and disk.is_file():
             try:

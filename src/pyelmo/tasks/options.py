@@ -80,7 +80,7 @@ class BiLMSource:
         """The sentence length the biLM was trained with, as its native folder records it (else 100,
         as ``pyelmo perplexity`` assumes): the longest piece the sentence context gives it."""
         from pyelmo.errors import PyelmoError
-        from pyelmo.modelio.load import default_model_dir
+        from pyelmo.modelio.hub import default_model_dir
         from pyelmo.modelio.weights import read_native_config
 
         if self.weight_file is None:

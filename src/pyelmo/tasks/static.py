@@ -51,7 +51,7 @@ class StaticVectors:
 
 
 def shipped_dir() -> Path:
-    from pyelmo.modelio.load import default_model_dir
+    from pyelmo.modelio.hub import default_model_dir
 
     return default_model_dir()
 

@@ -1,22 +1,16 @@
 """Training a task model (early stopping on dev), saving it, and loading it back to predict.
 
-A trained model is a folder: ``config.json`` (kind, features, model shape, labels, the
-training options and history, and the identity of its biLM and static vectors),
-``model.safetensors`` (the task model's weights: encoder, output layer, CRF, ELMo mixes,
-the unknown-word vector) and ``vocab.txt`` (the static vocabulary, one word a line).
-The folder is written under a temporary name and renamed when complete, so an
-interrupted training leaves no half-written folder.  The biLM and the static vectors are
-not copied: they are named in ``config.json`` with a SHA-1 fingerprint of their weights,
-and a model used with different ones is refused.
+A trained model is a folder (:mod:`pyelmo.tasks.saved`): ``config.json``, ``model.safetensors``
+(the task model's weights: encoder, output layer, CRF, ELMo mixes, the unknown-word vector) and
+``vocab.txt``.  The biLM and the static vectors are not copied: they are named in ``config.json``
+with a SHA-1 fingerprint of their weights, and a model used with different ones is refused.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
-import shutil
 import sys
 import time
 from dataclasses import asdict, replace
@@ -27,17 +21,13 @@ import torch
 
 from pyelmo.errors import InputError
 from pyelmo.tasks import DEFAULT_CONTEXT, KINDS
-from pyelmo.tasks.data import Example, label_set, read_examples
+from pyelmo.tasks.data import Example, check_kind, label_set, read_examples
 from pyelmo.tasks.features import LayerCache, make_batch
 from pyelmo.tasks.metrics import classify_metrics, tag_metrics
 from pyelmo.tasks.model import ModelConfig, TaskModel
 from pyelmo.tasks.options import BiLMSource, TrainOptions, bilm_fingerprint
+from pyelmo.tasks.saved import FORMAT, WEIGHTS_NAME, read_saved, write_model_dir
 from pyelmo.tasks.static import StaticVectors, load_static
-
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-VOCAB_NAME = "vocab.txt"
-FORMAT = "pyelmo-task-1"
 
 
 def _warn(message: str) -> None:
@@ -138,14 +128,15 @@ class TaskRunner:
 
     def score(self, metrics: dict) -> float:
         """The dev score early stopping maximises: span F1 for BIO/BIOES tags, else accuracy."""
-        return metrics["span_f1"] if metrics.get("span_f1") is not None else metrics["accuracy"]
+        return _dev_score(metrics)
 
 
 def _check_out_dir(out: Path) -> None:
+    from pyelmo.fileio import check_output_folder
+
     if out.exists():
         raise InputError(f"{out} already exists (choose a new --out folder)")
-    if not out.parent.is_dir():
-        raise InputError(f"{out.parent} is not a folder (the parent of --out must exist)")
+    check_output_folder(out.parent, "--out's parent")
 
 
 def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.PathLike, out_dir: str | os.PathLike,
@@ -164,8 +155,10 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     out = Path(out_dir)
     _check_out_dir(out)
     full_train = read_examples(kind, train_file, options.pretokenized)
+    check_kind(kind, full_train, train_file)
     train = _subsample(full_train, options.train_fraction)
     dev = read_examples(kind, dev_file, options.pretokenized)
+    check_kind(kind, dev, dev_file, training=False)
     labels = label_set(kind, train)
     warn_unseen_labels(kind, dev, labels, dev_file)
 
@@ -202,10 +195,11 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
         "options": {k: v for k, v in asdict(options).items() if k not in ("progress", "cache_dir")},
         "training": {"train_examples": len(train), "dev_examples": len(dev), "best_dev": best,
                      "steps": history[-1]["steps"] if history else 0,
-                     "stopped": stop, "seconds": round(time.monotonic() - started, 1), "history": history},
+                     "stopped": stop, "stop_reason": stop_reason(stop, options, history),
+                     "seconds": round(time.monotonic() - started, 1), "history": history},
     }
     model.load_state_dict(best_state)
-    _write_model_dir(out, saved, model, static)
+    write_model_dir(out, saved, model.state_dict(), static.words if static else [])
     return saved
 
 
@@ -257,29 +251,35 @@ def _fit(runner: TaskRunner, train, dev, options: TrainOptions, started: float):
         if timed_out:
             stop = "time limit"
             break
+        if score >= 1.0:  # nothing left to learn from dev: --min-steps does not hold a perfect score
+            stop = "perfect dev"
+            break
         if since_best >= options.patience and steps >= options.min_steps:
-            stop = "early stopping"
+            stop = "early stopping" if since_best == options.patience else "min steps"
             break
     return history, best, best_state, stop
 
 
-def _write_model_dir(out: Path, saved: dict, model: TaskModel, static: StaticVectors | None) -> None:
-    from safetensors.torch import save_file
+def stop_reason(stop: str, options: TrainOptions, history: list[dict]) -> str:
+    """Why ``_fit`` stopped (``stop``), in words, with the option that decided it."""
+    if stop == "perfect dev":
+        return f"perfect dev score (1.0) at epoch {len(history)}"
+    if stop == "time limit":
+        return f"--max-minutes {options.max_minutes:g} reached"
+    if stop == "max epochs":
+        return f"--max-epochs {options.max_epochs} reached"
+    best_epoch = max(history, key=lambda h: _dev_score(h["dev"]))["epoch"]
+    if stop == "min steps":
+        return (f"--min-steps {options.min_steps} reached (no better dev score since epoch {best_epoch}; "
+                f"--patience {options.patience} waited for the minimum steps)")
+    p = options.patience
+    return (f"early stopping: no better dev score in the {p} epoch{'s' if p != 1 else ''} after the best, "
+            f"epoch {best_epoch} (--patience {p})")
 
-    from pyelmo.fileio import write_json_atomic, write_text_atomic
 
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir()
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / WEIGHTS_NAME))
-        write_text_atomic(tmp / VOCAB_NAME, "".join(w + "\n" for w in static.words) if static else "")
-        write_json_atomic(tmp / CONFIG_NAME, saved)
-        if out.exists():
-            raise InputError(f"{out} already exists (choose a new --out folder)")
-        os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def _dev_score(metrics: dict) -> float:
+    """The dev score early stopping maximises: span F1 for BIO/BIOES tags, else accuracy."""
+    return metrics["span_f1"] if metrics.get("span_f1") is not None else metrics["accuracy"]
 
 
 def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, progress: bool = True,
@@ -288,25 +288,19 @@ def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, prog
     from safetensors.torch import load_file
 
     d = Path(directory)
-    config_path = d / CONFIG_NAME
-    if not config_path.is_file() or not (d / WEIGHTS_NAME).is_file():
-        raise InputError(f"{d} is not a trained task model (no {CONFIG_NAME} / {WEIGHTS_NAME})")
-    try:
-        saved = json.loads(config_path.read_text(encoding="utf-8"))
-        config = ModelConfig(**saved["model"])
-        kind, labels = saved["kind"], list(saved["labels"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{config_path}: not a task model config ({exc})") from None
-    if saved.get("format") != FORMAT:
-        raise InputError(f"{config_path}: unknown format {saved.get('format')!r} (expected {FORMAT})")
+    saved, config = read_saved(d)
     static = None
-    if saved.get("static"):
+    if saved.get("static") is not None:
         static = load_static(saved["static"]["source"])
         if static.fingerprint() != saved["static"]["fingerprint"]:
             raise InputError(f"{d} was trained with other static vectors than those now at "
                              f"{saved['static']['source']} (fingerprints differ)")
+        if (static.dim, len(static.words)) != (config.static_dim, config.static_size):
+            raise InputError(f"{d}: config.json's 'model.static_dim' and 'model.static_size' ({config.static_dim}, "
+                             f"{config.static_size}) do not match its static vectors ({static.dim}, "
+                             f"{len(static.words)})")
     cache = None
-    if saved.get("bilm"):
+    if saved.get("bilm") is not None:
         recorded = BiLMSource(saved["bilm"].get("model"), saved["bilm"].get("weight_file"))
         source = bilm if bilm is not None and (bilm.model or bilm.weight_file) else recorded
         bilm_model = source.load()
@@ -314,13 +308,17 @@ def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, prog
         if found != saved["bilm"]["fingerprint"]:
             raise InputError(f"{d} was trained with a different biLM ({recorded.describe()}, fingerprint "
                              f"{saved['bilm']['fingerprint'][:12]}); {source.describe()} has fingerprint {found[:12]}")
+        shape = (bilm_model.config.num_layers, bilm_model.config.output_dim)
+        if (config.elmo_layers, config.elmo_dim) != shape:
+            raise InputError(f"{d}: config.json's 'model.elmo_layers' and 'model.elmo_dim' ({config.elmo_layers}, "
+                             f"{config.elmo_dim}) do not match its biLM {shape}")
         cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found,
                            context=saved["options"].get("bilm_context") or "line",
-                           max_tokens=int(saved["bilm"].get("max_tokens", 100)))
+                           max_tokens=saved["bilm"].get("max_tokens", 100))
     model = TaskModel(config, torch.from_numpy(static.vectors) if static else None)
     try:
         model.load_state_dict(load_file(str(d / WEIGHTS_NAME)))
-    except Exception as exc:  # safetensors / shape errors
+    except Exception as exc:  # safetensors' own errors on a damaged file
         raise InputError(f"{d / WEIGHTS_NAME}: cannot load the task model: {str(exc).splitlines()[0]}") from None
     model.eval()
-    return TaskRunner(kind, model, labels, static, cache, saved)
+    return TaskRunner(config.kind, model, list(saved["labels"]), static, cache, saved)

@@ -19,7 +19,7 @@ from typing import Any
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig, preset
 from pyelmo.errors import ConfigError, PyelmoError
 
-__all__ = ["ConfigError", "TrainConfig", "config_from_dict", "load_config", "read_config_file"]
+__all__ = ["TrainConfig", "config_from_dict", "load_config", "read_config_file"]
 
 #: ``train.products``: ``torch`` products with one convolution per width, every convolution width in
 #: one product, or that with the token encoder's products through oneDNN (docs/TRAINING.md). The

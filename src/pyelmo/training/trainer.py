@@ -23,15 +23,16 @@ import torch
 from pyelmo.config import ElmoConfig
 from pyelmo.runtime.plan import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
-from pyelmo.lm.model import LanguageModel, evaluate, load_language_model
+from pyelmo.lm.model import LanguageModel, evaluate, language_model_dir, load_language_model
 from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataFiles, DataOrder, resolve_data, shard
 from pyelmo.lm.vocab import DataError, Vocabulary, vocab_from_files
 from pyelmo.fileio import PathLike, write_text_atomic
-from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,  # noqa: F401
+from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,
                                          CheckpointError, copy_dir_atomic, load_checkpoint, metrics_record_step,
                                          plot_metrics, read_run, remove_stale_temporaries, torch_save_atomic)
 from pyelmo.training.distributed import setup_distributed
+from pyelmo.training.report import Plan, Progress, limit_reached, setting
 from pyelmo.training.step import make_optimizer, training_run_options
 from pyelmo.training.stop import StopRequest
 
@@ -78,7 +79,7 @@ class Trainer:
 
         if not resume:
             if self.init_from:
-                vocab = Vocabulary.load(Path(self.init_from) / "vocab.txt")
+                vocab = Vocabulary.load(language_model_dir(self.init_from) / "vocab.txt")
             elif config.vocab.path:
                 vocab = Vocabulary.load(config.vocab.path)
             else:
@@ -107,6 +108,7 @@ class Trainer:
         self.min_rows = max(d.min_rows, self.dist.world)
         self.order = DataOrder(self.train_text.lengths, d.batch_tokens, config.train.seed, self.min_rows,
                                d.pool_batches)
+        self.plan = Plan.of(len(self.order.epoch_batches(0)), config.train)
 
         self.run_options = training_run_options(config.train.products)
         self.optimizer = make_optimizer(self.model.parameters(), config.optim)
@@ -123,7 +125,8 @@ class Trainer:
         self.best: float | None = None
         self.bad_evals = 0
         self.elapsed = 0.0
-        self.stopped = ""
+        self.stopped = ""  # why the run stopped, in words
+        self.valid_ppl: float | None = None  # the latest validation perplexity
         self.signal: int | None = None
         if self.checkpoint is not None:
             self._restore(self.checkpoint)
@@ -234,13 +237,8 @@ class Trainer:
 
     def _run(self, request: StopRequest) -> TrainResult:
         t = self.config.train
-        per_epoch = len(self.order.epoch_batches(0))
-        total = min(t.max_steps or per_epoch * t.max_epochs, per_epoch * t.max_epochs)
-        bar = None
-        if self.progress and self.dist.main:
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, initial=min(self.step, total), unit="step", dynamic_ncols=True, smoothing=0.1)
+        total = self.plan.total
+        bar = Progress(self.progress and self.dist.main, total, min(self.step, total))
         start = time.perf_counter() - self.elapsed
         window = torch.zeros(3)
         window_start, window_tokens = time.perf_counter(), 0
@@ -257,8 +255,7 @@ class Trainer:
                 self.tokens += n_tokens
                 window += stats
                 window_tokens += n_tokens
-                if bar is not None:
-                    bar.update(1)
+                bar.step()
                 if self.step % t.log_every == 0 or self.step == total:
                     now = time.perf_counter()
                     loss = float((window[0] + window[1]) / (2 * window[2]))
@@ -267,13 +264,12 @@ class Trainer:
                     self.log({"step": self.step, "epoch": self.order.epoch, "tokens": self.tokens, "loss": loss,
                               "ppl": math.exp(min(loss, 50)), "tokens_per_s": rate,
                               "lr": self.optimizer.param_groups[0]["lr"], "elapsed_s": now - start})
-                    if bar is not None:
-                        bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(loss, 50)):.1f}",
-                                        tok_s=f"{rate:.0f}", refresh=False)
+                    bar.training(loss, math.exp(min(loss, 50)), rate)
                     window.zero_()
                     window_start, window_tokens = now, 0
                 if t.eval_every and self.step % t.eval_every == 0:
                     stop = self._evaluate_and_decide() or stop
+                    bar.validation(self.valid_ppl)
                 if t.max_steps and self.step >= t.max_steps:
                     stop = True
                 if not stop:
@@ -282,7 +278,7 @@ class Trainer:
                     if received is not None:
                         stop, self.signal, self.stopped = True, int(received), f"stopped by {received.name}"
                     elif late:
-                        stop, self.stopped = True, "time limit"
+                        stop, self.stopped = True, f"time limit: {setting('max_minutes', t.max_minutes)} reached"
                 self.elapsed = time.perf_counter() - start
                 if stop:
                     break
@@ -291,8 +287,8 @@ class Trainer:
             else:
                 self.order.epoch += 1
                 self.order.position = 0
-        if bar is not None:
-            bar.close()
+        bar.close()
+        self.stopped = self.stopped or limit_reached(t, self.step)
         if self.signal is None and self.valid_text is not None and (not t.eval_every or self.step % t.eval_every):
             self._evaluate_and_decide()
         self.elapsed = time.perf_counter() - start
@@ -310,7 +306,7 @@ class Trainer:
         if result is None:
             return False
         self.log({"step": self.step, **{f"valid_{k}": v for k, v in result.items()}})
-        ppl = result["ppl"]
+        ppl = self.valid_ppl = result["ppl"]
         if self.best is None or ppl < self.best:
             self.best, self.bad_evals = ppl, 0
             if self.config.train.keep_best and self.dist.main:
@@ -318,7 +314,8 @@ class Trainer:
         else:
             self.bad_evals += 1
             if self.config.train.patience and self.bad_evals >= self.config.train.patience:
-                self.stopped = f"early stopping after {self.bad_evals} validations without improvement"
+                self.stopped = self.stopped or (f"early stopping: {self.bad_evals} validations without "
+                                                f"improvement ({setting('patience', self.config.train.patience)})")
                 return True
         return False
 

@@ -1,18 +1,23 @@
 // pyelmo serve: the page. Plain JavaScript, no dependencies; every request goes to this server's JSON API.
 "use strict";
 
+// Each example's sentences and the word chosen when it is loaded (its first occurrence).
 const EXAMPLES = {
-  bank: ["I deposited money in the bank.", "The boat stopped near the river bank."],
-  apple: ["I ate an apple.", "Apple released a new iPhone."],
-  play: ["Children play in the park.", "The actor will play a role.", "I want to play music."],
+  bank: {word: "bank", sentences: ["I deposited money in the bank.", "The boat stopped near the river bank."]},
+  apple: {word: "apple", sentences: ["I ate an apple.", "Apple released a new iPhone."]},
+  play: {word: "play", sentences: ["Children play in the park.", "The actor will play a role.", "I want to play music."]},
 };
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
 const SAMPLE_COLOURS = ["#9aa5b1", "#c9b07a", "#d9d9d9"];
+const SAME_COLOUR = "#2ca02c", DIFFERENT_COLOUR = "#8c8c8c";  // as pyelmo demo's bars
 
 const $ = (id) => document.getElementById(id);
 let tokenized = [];       // tokens of each sentence, as the server tokenizes them
 let lastSimilarity = null; // the last /v1/similarity answer, for redrawing the projection
 let chosenLayer = null;
+let chosenWord = null;
+let modelDim = null;        // the served model's vector size
+let ticket = 0;            // the latest choice: answers to an earlier one are dropped
 
 async function api(path, body) {
   const response = await fetch(path, {
@@ -65,15 +70,16 @@ function sentencesFromBox() {
   return $("sentences").value.split("\n").map((s) => s.trim()).filter((s) => s.length > 0);
 }
 
+// Tokenize the box's sentences and show them as buttons; false when that failed.
 async function analyse() {
   const sentences = sentencesFromBox();
   $("results").hidden = true;
-  if (sentences.length === 0) { status("Enter at least one sentence.", true); return; }
+  if (sentences.length === 0) { status("Enter at least one sentence.", true); return false; }
   status("Tokenizing…");
   try {
     const data = await api("/v1/tokenize", {sentences});
     tokenized = data.sentences.map((s) => s.tokens);
-  } catch (err) { status(err.message, true); return; }
+  } catch (err) { status(err.message, true); return false; }
   const box = $("tokens");
   box.replaceChildren();
   tokenized.forEach((tokens, i) => {
@@ -88,6 +94,21 @@ async function analyse() {
     box.append(row);
   });
   status("Click a word to compare it with the same word in the other sentences.");
+  return true;
+}
+
+// Choose the first occurrence of `word` (case-insensitive); false when no sentence has it.
+async function chooseFirst(word) {
+  for (const [i, tokens] of tokenized.entries()) {
+    const j = tokens.findIndex((t) => t.toLowerCase() === word.toLowerCase());
+    if (j >= 0) { await chooseWord(i, j); return true; }
+  }
+  return false;
+}
+
+// Show the box's sentences, keeping the chosen word when it is still there.
+async function analyseAndChoose(word) {
+  if ((await analyse()) && word) await chooseFirst(word);
 }
 
 async function chooseWord(sentence, position) {
@@ -104,25 +125,30 @@ async function chooseWord(sentence, position) {
   $("word-title").textContent = `"${word}" in sentence ${sentence + 1}`;
   $("results").hidden = false;
   status(`Computing "${word}"…`);
-  const tasks = [showPredictions(sentence, position), showNeighbours(sentence, position)];
+  chosenWord = word;
+  const mine = ++ticket;
+  const tasks = [showPredictions(sentence, position, mine), showNeighbours(sentence, position, mine)];
   if (picks.length > 1) {
-    tasks.push(showSimilarity(picks));
+    tasks.push(showSimilarity(picks, mine));
   } else {
     lastSimilarity = null;
     $("heatmap").replaceChildren(el("caption", {text: `"${word}" occurs in no other sentence.`}));
     $("projection").replaceChildren();
+    $("projection-note").replaceChildren();
     $("legend").replaceChildren();
     $("layer-choice").replaceChildren();
   }
   const failures = (await Promise.allSettled(tasks)).filter((r) => r.status === "rejected");
+  if (mine !== ticket) return;
   if (failures.length) status(failures.map((f) => f.reason.message).join("; "), true);
   else status(`Showing "${word}".`);
 }
 
-async function showSimilarity(picks) {
+async function showSimilarity(picks, mine) {
   const data = await api("/v1/similarity", {
     sentences: picks.map(([i]) => tokenized[i]), positions: picks.map(([, j]) => j), project: true,
   });
+  if (mine !== ticket) return;
   lastSimilarity = {data, picks};
   const table = $("heatmap");
   table.replaceChildren();
@@ -194,11 +220,17 @@ function drawProjection() {
     dot.append(svg("title"));
     dot.firstChild.textContent = `${i + 1}. ${tokenized[i].join(" ")}`;
     plot.append(dot);
-    const label = svg("text", {x: sx(p[0]) + 10, y: sy(p[1]) + 4, class: "plot-label"});
+    // labels alternate right and left of their dot, so that two dots on one spot keep both numbers
+    const label = svg("text", {x: sx(p[0]) + (k % 2 ? -10 : 10), y: sy(p[1]) + 4, class: "plot-label",
+                               "text-anchor": k % 2 ? "end" : "start"});
     label.textContent = String(i + 1);
     plot.append(label);
   });
   box.append(plot);
+  const kept = data.projection.variance_kept[chosenLayer];
+  $("projection-note").textContent = `These two directions keep ${Math.round(100 * kept)}% of the variance at `
+    + `${chosenLayer}: points close here can be far apart in all ${modelDim || "the"} dimensions (the similarity `
+    + "table has the exact values).";
   const legend = $("legend");
   legend.replaceChildren();
   picks.forEach(([i]) => legend.append(el("span", {},
@@ -208,20 +240,23 @@ function drawProjection() {
   if (!senses.length) legend.append(el("span", {class: "muted", text: "(the word is not in the sample corpus)"}));
 }
 
-// Empty the box `id` and ask the API; a failure is shown in the box as a `tag` element (data: null).
-async function askInto(id, path, body, tag) {
+// Empty the box `id` and ask the API; a failure is shown in the box as a `tag` element (data: null), and
+// an answer to an earlier choice than `mine` is dropped (data: null, the box left alone).
+async function askInto(id, path, body, tag, mine) {
   const box = $(id);
   box.replaceChildren();
+  let data = null;
   try {
-    return [box, await api(path, body)];
+    data = await api(path, body);
   } catch (err) {
-    box.append(el(tag, {class: "muted", text: err.message}));
-    return [box, null];
+    if (mine === ticket) box.append(el(tag, {class: "muted", text: err.message}));
   }
+  return [box, mine === ticket ? data : null];
 }
 
-async function showPredictions(sentence, position) {
-  const [box, data] = await askInto("predictions", "/v1/predict", {sentence: tokenized[sentence], position, k: 8}, "p");
+async function showPredictions(sentence, position, mine) {
+  const [box, data] = await askInto("predictions", "/v1/predict", {sentence: tokenized[sentence], position, k: 8}, "p",
+                                    mine);
   if (!data) return;
   const masked = tokenized[sentence].map((t, j) => (j === position ? "___" : t)).join(" ");
   box.append(el("p", {class: "masked", text: masked}));
@@ -234,9 +269,16 @@ async function showPredictions(sentence, position) {
   }
 }
 
-async function showNeighbours(sentence, position) {
-  const [box, data] = await askInto("neighbours", "/v1/neighbours", {sentence: tokenized[sentence], position, k: 5}, "li");
-  if (!data) return;
+async function showNeighbours(sentence, position, mine) {
+  $("senses").replaceChildren();
+  $("senses-query").replaceChildren();
+  const [box, data] = await askInto("neighbours", "/v1/neighbours", {sentence: tokenized[sentence], position, k: 5},
+                                    "li", mine);
+  if (!data) {
+    if (mine === ticket) $("senses").append(el("p", {class: "muted", text: box.textContent}));
+    return;
+  }
+  showSenses(data, sentence);
   const names = Object.keys(data.layers);
   const top = names[names.length - 2];
   data.layers[top].forEach((nb) => {
@@ -248,25 +290,100 @@ async function showNeighbours(sentence, position) {
   });
 }
 
-function loadExample(name) {
-  $("sentences").value = EXAMPLES[name].join("\n");
-  analyse();
+// How the layers separate the word's senses in the sample corpus (the bars of pyelmo demo), and how
+// similar the chosen occurrence is to each sense's contexts.
+function showSenses(data, sentence) {
+  const box = $("senses");
+  const word = data.word;
+  $("senses-word").textContent = `"${word}"`;
+  const s = data.senses;
+  if (!s) {
+    box.append(el("p", {class: "muted", text: `The sample corpus has no sense-labelled contexts of "${word}" `
+      + "(it has two senses each of 16 words, among them bank, apple and play)."}));
+    return;
+  }
+  const layers = Object.keys(s.same_sense);
+  const values = layers.flatMap((n) => [s.same_sense[n], s.different_senses[n]]);
+  const pad = Math.max(0.05 * (Math.max(...values) - Math.min(...values)), 0.01);
+  const lo = Math.max(0, Math.min(...values) - 3 * pad), hi = Math.min(1, Math.max(...values)) + 3 * pad;
+  const [w, h, left, bottom, top] = [360, 210, 34, 24, 22];
+  const group = (w - left) / layers.length, bar = group * 0.32;
+  const y = (v) => top + (h - top - bottom) * (1 - (v - lo) / (hi - lo));
+  const plot = svg("svg", {viewBox: `0 0 ${w} ${h}`, role: "img", class: "plot bars",
+                           "aria-label": `mean similarity of ${word} over same-sense and different-sense pairs per layer`});
+  for (const v of [lo, (lo + hi) / 2, hi]) {
+    plot.append(svg("line", {x1: left, x2: w, y1: y(v), y2: y(v), class: "gridline"}));
+    const tick = svg("text", {x: left - 4, y: y(v) + 4, class: "tick", "text-anchor": "end"});
+    tick.textContent = v.toFixed(2);
+    plot.append(tick);
+  }
+  layers.forEach((name, k) => {
+    const x = left + k * group + group * 0.18;
+    [[s.same_sense[name], SAME_COLOUR, "same"], [s.different_senses[name], DIFFERENT_COLOUR, "different"]]
+      .forEach(([v, fill, kind], b) => {
+        const rect = svg("rect", {x: x + b * bar, y: y(v), width: bar - 2, height: Math.max(0, y(lo) - y(v)), fill,
+                                  class: "bar", "data-layer": name, "data-kind": kind, "data-value": String(v)});
+        rect.append(svg("title"));
+        rect.firstChild.textContent = `${name}, ${kind === "same" ? "same sense" : "different senses"}: ${v.toFixed(3)}`;
+        plot.append(rect);
+      });
+    const gap = s.same_sense[name] - s.different_senses[name];
+    const label = svg("text", {x: x + bar, y: y(Math.max(s.same_sense[name], s.different_senses[name])) - 5,
+                               class: "gap", "text-anchor": "middle"});
+    label.textContent = (gap >= 0 ? "+" : "") + gap.toFixed(3);
+    plot.append(label);
+    const axis = svg("text", {x: x + bar, y: h - 6, class: "tick", "text-anchor": "middle"});
+    axis.textContent = name;
+    plot.append(axis);
+  });
+  const senses = Object.entries(s.contexts).map(([sense, n]) => `${sense.split("/").pop()} ${n}`).join(", ");
+  box.append(plot, el("div", {class: "legend"},
+    el("span", {}, el("span", {class: "swatch small", style: `background:${SAME_COLOUR}`}), "same sense"),
+    el("span", {}, el("span", {class: "swatch small", style: `background:${DIFFERENT_COLOUR}`}), "different senses"),
+    el("span", {class: "muted", text: `(contexts: ${senses}; axis fitted; gap above)`})));
+  // the chosen occurrence against each sense's contexts
+  const query = $("senses-query");
+  const table = el("table", {class: "lean"}, el("caption", {
+    text: `"${tokenized[sentence][data.position]}" of sentence ${sentence + 1}: mean similarity to the contexts of`}));
+  const head = el("tr", {}, el("th", {scope: "col", text: "sense"}));
+  layers.forEach((name) => head.append(el("th", {scope: "col", text: name})));
+  table.append(el("thead", {}, head));
+  const body = el("tbody");
+  const rows = Object.entries(s.query).filter(([, v]) => v);
+  rows.forEach(([sense, means]) => {
+    const row = el("tr", {}, el("th", {scope: "row", text: sense.split("/").pop()}));
+    layers.forEach((name) => {
+      const best = Math.max(...rows.map(([, m]) => m[name]));
+      row.append(el("td", {class: means[name] === best && rows.length > 1 ? "best" : "", "data-layer": name,
+                           text: means[name].toFixed(3)}));
+    });
+    body.append(row);
+  });
+  table.append(body);
+  query.append(table, el("p", {class: "muted", text: "In bold, the closer sense at each layer: the sense the model "
+    + "gives this occurrence, right or wrong."}));
+}
+
+async function loadExample(name) {
+  $("sentences").value = EXAMPLES[name].sentences.join("\n");
+  await analyseAndChoose(EXAMPLES[name].word);
 }
 
 async function init() {
-  $("sentences").value = [...EXAMPLES.bank, ...EXAMPLES.apple, ...EXAMPLES.play].join("\n");
-  $("analyse").addEventListener("click", analyse);
+  $("sentences").value = Object.values(EXAMPLES).flatMap((e) => e.sentences).join("\n");
+  $("analyse").addEventListener("click", () => analyseAndChoose(chosenWord));
   $("sentences").addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); analyse(); }
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); analyseAndChoose(chosenWord); }
   });
   document.querySelectorAll(".example").forEach((b) => b.addEventListener("click", () => loadExample(b.dataset.example)));
   try {
     const info = await api("/v1/models");
     const m = info.models[0];
+    modelDim = m.dim;
     $("model-info").textContent = `model ${m.id} (${m.source}): ${m.layers} layers of ${m.dim} dimensions`
       + (m.predict ? "; with its language-model head" : "");
   } catch (err) { $("model-info").textContent = err.message; }
-  analyse();
+  await analyseAndChoose(EXAMPLES.bank.word);  // open on the point: "bank" in sentence 1, compared
 }
 
 init();

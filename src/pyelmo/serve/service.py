@@ -1,0 +1,76 @@
+"""What ``pyelmo serve`` serves: an embedder behind a batcher, an optional LM head and the sample corpus."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyelmo.serve.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_WAIT, Batcher
+from pyelmo.serve.neighbours import SampleCorpus
+from pyelmo.serve.schemas import Limits
+
+log = logging.getLogger("pyelmo.serve")
+
+
+@dataclass
+class Service:
+    """What the app serves: an embedder behind a batcher, an optional LM head, the sample corpus."""
+
+    embedder: Any
+    batcher: Batcher
+    corpus: SampleCorpus
+    model_info: dict
+    predictor: Any = None
+    limits: Limits = field(default_factory=Limits)
+    lang: str = "auto"  # the language raw-text sentences are tokenized as (pyelmo.text.tokenize)
+
+    @property
+    def n_layers(self) -> int:
+        return self.corpus.n_layers
+
+    def close(self) -> None:
+        self.batcher.close()
+
+
+def build_service(model: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None, *,
+                  batching: bool = True, max_wait: float = DEFAULT_MAX_WAIT,
+                  max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, limits: Limits | None = None,
+                  cache_dir: str | os.PathLike | None = None, lang: str = "auto") -> Service:
+    """Load the model (default: the shipped one), its LM head when it has one, and the corpus vectors.
+    ``lang``: the language raw-text sentences are tokenized as (``auto``: from their script)."""
+    from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.modelio.weights import model_fingerprint
+    from pyelmo.text.tokenize import check_lang
+
+    check_lang(lang)
+    embedder = ElmoEmbedder(model, weight_file)
+    fingerprint = model_fingerprint(embedder.model)
+    predictor = None
+    if weight_file is None:
+        predictor = _load_predictor(model)
+    corpus = SampleCorpus.load(embedder, fingerprint, cache_dir)
+    config = embedder.model.config
+    info = {
+        "id": fingerprint[:12],
+        "fingerprint": fingerprint,
+        "source": "shipped English model" if model is None else str(model),
+        "layers": config.lstm.n_layers + 1,
+        "dim": 2 * config.lstm.projection_dim,
+        "predict": predictor is not None,
+    }
+    batcher = Batcher(embedder, batching=batching, max_wait=max_wait, max_tokens=max_batch_tokens)
+    return Service(embedder, batcher, corpus, info, predictor, limits or Limits(), lang)
+
+
+def _load_predictor(model):
+    """The model's LM head (softmax + vocabulary), or None when the directory has none."""
+    from pyelmo.errors import PyelmoError
+    from pyelmo.lm.predict import WordPredictor
+
+    try:
+        return WordPredictor.from_pretrained(model)
+    except (PyelmoError, OSError, KeyError, ValueError) as exc:
+        log.info("no LM predictions for this model: %s", exc)
+        return None

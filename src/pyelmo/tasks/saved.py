@@ -1,0 +1,173 @@
+"""The folder of a trained task model: writing it whole, and reading its ``config.json`` back with
+every field the loader uses checked (a hand-edited config is one line naming the field).
+
+``config.json`` holds the kind, features, model shape, labels, the training options and history,
+and the identity of the biLM and static vectors; ``model.safetensors`` the task model's weights;
+``vocab.txt`` the static vocabulary.  The folder is written under a temporary name and renamed
+when complete, so an interrupted training leaves no half-written folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from pyelmo.errors import InputError
+from pyelmo.fileio import read_json
+from pyelmo.tasks import CONTEXTS, KINDS
+from pyelmo.tasks.model import ModelConfig
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+VOCAB_NAME = "vocab.txt"
+FORMAT = "pyelmo-task-1"
+
+_Check = tuple[Callable[[Any], bool], str]
+
+
+def _number(low: int, high: int = 2**20) -> _Check:
+    return (lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high,
+            f"a whole number from {low} to {high}")
+
+
+_BOOL: _Check = (lambda v: isinstance(v, bool), "true or false")
+_TEXT: _Check = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
+_PATH: _Check = (lambda v: v is None or (isinstance(v, str) and v != ""), "a path or null")
+_KIND: _Check = (lambda v: v in KINDS, " or ".join(KINDS))
+_RATE: _Check = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
+                 "a number in [0, 1)")
+_MODEL_FIELDS: dict[str, _Check] = {"kind": _KIND, "n_labels": _number(1), "static_dim": _number(0),
+                                    "static_size": _number(0, 2**31), "elmo_layers": _number(0), "elmo_dim": _number(0),
+                                    "elmo_output": _BOOL, "top_only": _BOOL, "hidden": _number(1),
+                                    "dropout": _RATE, "elmo_dropout": _RATE}
+assert set(_MODEL_FIELDS) == {f.name for f in dataclasses.fields(ModelConfig)}
+
+
+class _Fields:
+    """Reads dotted fields of a parsed config, each checked, with errors naming the file and the field."""
+
+    def __init__(self, path: Path, saved: dict) -> None:
+        self.path, self.saved = path, saved
+
+    def fail(self, message: str) -> InputError:
+        return InputError(f"{self.path}: {message}")
+
+    def get(self, name: str, check: _Check, default: Any = ...) -> Any:
+        """The field ``name`` ("a.b": field b of section a); a missing one is ``default`` or an error."""
+        value = self.saved
+        for part in name.split("."):
+            if not isinstance(value, dict) or part not in value:
+                if default is not ...:
+                    return default
+                raise self.fail(f"field {name!r} is missing")
+            value = value[part]
+        if not check[0](value):
+            shown = json.dumps(value)
+            raise self.fail(f"field {name!r} must be {check[1]}, got {shown[:60]}{'...' if len(shown) > 60 else ''}")
+        return value
+
+    def section(self, name: str, optional: bool = False) -> dict | None:
+        check: _Check = ((lambda v: v is None or isinstance(v, dict), "an object or null") if optional
+                         else (lambda v: isinstance(v, dict), "an object"))
+        return self.get(name, check, None if optional else ...)
+
+
+def read_saved(directory: str | os.PathLike) -> tuple[dict, ModelConfig]:
+    """``(config.json, its model section)`` of a trained task model, every field the loader reads checked:
+    types and ranges, that the sections agree (kind, labels, static vectors and biLM present), and that
+    the weight file holds the tensors they describe (:func:`check_weights_fit`)."""
+    saved, config = _read_config(Path(directory))
+    check_weights_fit(directory, config)
+    return saved, config
+
+
+def _read_config(d: Path) -> tuple[dict, ModelConfig]:
+    path = d / CONFIG_NAME
+    if not path.is_file() or not (d / WEIGHTS_NAME).is_file():
+        raise InputError(f"{d} is not a trained task model (no {CONFIG_NAME} / {WEIGHTS_NAME})")
+    saved = read_json(path, dict, "a task model config (expected a JSON object)")
+    if saved.get("format") != FORMAT:
+        raise InputError(f"{path}: unknown format {saved.get('format')!r} (expected {FORMAT})")
+    f = _Fields(path, saved)
+    kind = f.get("kind", _KIND)
+    model = f.section("model")
+    unknown = sorted(set(model) - set(_MODEL_FIELDS))
+    if unknown:
+        raise f.fail(f"field 'model.{unknown[0]}' is not a field of a task model")
+    config = ModelConfig(**{k: f.get(f"model.{k}", check) for k, check in _MODEL_FIELDS.items()
+                            if k in model or k in ("kind", "n_labels")})
+    if config.kind != kind:
+        raise f.fail(f"field 'kind' is {kind!r} but 'model.kind' is {config.kind!r}")
+    labels = f.get("labels", (lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+                              and len(set(v)) == len(v), "a list of distinct non-empty strings"))
+    if len(labels) != config.n_labels:
+        raise f.fail(f"field 'labels' has {len(labels)} labels but 'model.n_labels' is {config.n_labels}")
+    f.section("options")
+    f.get("options.pretokenized", _BOOL, False)
+    f.get("options.bilm_context", (lambda v: v is None or v in CONTEXTS, f"{' or '.join(CONTEXTS)} or null"), None)
+    static, bilm = f.section("static", optional=True), f.section("bilm", optional=True)
+    if (static is not None) != bool(config.static_dim):
+        raise f.fail(f"field 'static' is {'set' if static else 'null'} but 'model.static_dim' is {config.static_dim}")
+    if (bilm is not None) != bool(config.elmo_layers):
+        raise f.fail(f"field 'bilm' is {'set' if bilm else 'null'} but 'model.elmo_layers' is {config.elmo_layers}")
+    if static is None and bilm is None:
+        raise f.fail("fields 'static' and 'bilm' are both null: a task model has static vectors, ELMo or both")
+    if static is not None:
+        f.get("static.source", _TEXT)
+        f.get("static.fingerprint", _TEXT)
+    if bilm is not None:
+        f.get("bilm.model", _PATH, None)
+        f.get("bilm.weight_file", _PATH, None)
+        f.get("bilm.fingerprint", _TEXT)
+        f.get("bilm.max_tokens", _number(1), 100)
+    return saved, config
+
+
+def check_weights_fit(directory: str | os.PathLike, config: ModelConfig) -> None:
+    """The weight file holds the tensors ``config`` describes, in their shapes (read from its header, nothing
+    allocated): else one line naming the tensor, both shapes, and the config.json fields they depend on."""
+    import torch
+    from safetensors import safe_open
+
+    from pyelmo.tasks.model import TaskModel
+
+    weights = Path(directory) / WEIGHTS_NAME
+    try:
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in TaskModel(config).state_dict().items()}
+    except (RuntimeError, ValueError) as exc:
+        raise InputError(f"{Path(directory) / CONFIG_NAME}: its 'model' section describes no model that can be "
+                         f"built ({str(exc).splitlines()[0]})") from None
+    try:
+        with safe_open(str(weights), "pt") as fh:
+            found = {k: tuple(fh.get_slice(k).get_shape()) for k in fh.keys()}
+    except Exception as exc:  # safetensors raises its own error types
+        raise InputError(f"{weights}: cannot read the task model: {str(exc).splitlines()[0]}") from None
+    for key in sorted(set(expected) | set(found)):
+        if expected.get(key) != found.get(key):
+            raise InputError(f"{weights}: tensor {key!r} is {found.get(key, 'missing')} but config.json's 'model' "
+                             f"section implies {expected.get(key, 'none')} (was config.json edited?)")
+
+
+def write_model_dir(out: Path, saved: dict, state: dict, vocab: list[str]) -> None:
+    """Write ``out`` (config.json, model.safetensors, vocab.txt) under a temporary name, then rename it."""
+    from safetensors.torch import save_file
+
+    from pyelmo.fileio import write_json_atomic, write_text_atomic
+
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        save_file({k: v.contiguous() for k, v in state.items()}, str(tmp / WEIGHTS_NAME))
+        write_text_atomic(tmp / VOCAB_NAME, "".join(w + "\n" for w in vocab))
+        write_json_atomic(tmp / CONFIG_NAME, saved)
+        if out.exists():
+            raise InputError(f"{out} already exists (choose a new --out folder)")
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
