@@ -76,7 +76,7 @@ def test_demo_replaces_only_its_own_figure(lm_dir, tmp_path, capsys, monkeypatch
     before = mine.read_bytes()
     assert main(["demo", "--model", str(lm_dir)]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == (f"pyelmo demo: error: --out pyelmo-demo.png exists and is not a figure pyelmo demo wrote: "
+    assert err == ("pyelmo demo: error: --out pyelmo-demo.png exists and is not a figure pyelmo demo wrote: "
                    f"choose another --out, or replace it with --overwrite")
     assert mine.read_bytes() == before
     assert _check_plot_path(str(mine), overwrite=True) is False  # --overwrite: replaced, no error

@@ -32,7 +32,7 @@ def _predictor(candidates: int) -> WordPredictor:
 
 def _sentence_log_probs(lm: LanguageModel, vocab: Vocabulary, sentence: list[str]) -> torch.Tensor:
     """Forward + backward log-probability of the whole sentence from the training loss (full softmax,
-    the plain strategy: the predictor runs the packed one)."""
+    the differentiable backend: the predictor runs the inference one)."""
     targets = torch.tensor([[BOS_ID, *vocab.encode(sentence), EOS_ID]])
     with torch.no_grad():
         return -lm(batch_to_ids([sentence]), targets).sum()

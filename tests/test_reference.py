@@ -20,23 +20,23 @@ def _top(model, batch, options=None):
         return model(batch_to_ids(batch), options=options).layers[-1].numpy()
 
 
-def _stateful(strategy: str) -> RunOptions:
-    return RunOptions(states=CarriedStates()) if strategy == "plain" else RunOptions.inference(stateful=True)
+def _stateful(backend: str) -> RunOptions:
+    return RunOptions(states=CarriedStates()) if backend == "differentiable" else RunOptions.inference(stateful=True)
 
 
-@pytest.mark.parametrize("strategy", ["plain", "packed"])
-def test_first_batch_stateless(reference, strategy):
+@pytest.mark.parametrize("backend", ["differentiable", "inference"])
+def test_first_batch_stateless(reference, backend):
     model = load_bilm_hdf5(reference.options, reference.weights)
     batch = reference.batch(0)
-    top = _top(model, batch, None if strategy == "plain" else RunOptions.inference())
+    top = _top(model, batch, None if backend == "differentiable" else RunOptions.inference())
     for k, sentence in enumerate(batch):
         np.testing.assert_allclose(top[k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("strategy", ["plain", "packed"])
-def test_all_batches_stateful(reference, strategy):
+@pytest.mark.parametrize("backend", ["differentiable", "inference"])
+def test_all_batches_stateful(reference, backend):
     model = load_bilm_hdf5(reference.options, reference.weights)
-    options = _stateful(strategy)
+    options = _stateful(backend)
     for i in range(10):
         batch = reference.batch(i)
         top = _top(model, batch, options)
@@ -65,10 +65,10 @@ def test_stateless_differs_from_stateful_after_first_batch(reference):
     assert np.abs(top[0, : len(reference.batch(1)[0])] - reference.expected(0, 1)).max() > 1e-3
 
 
-@pytest.mark.parametrize("strategy", ["plain", "packed"])
-def test_reset_states_restarts_from_zero(reference, strategy):
+@pytest.mark.parametrize("backend", ["differentiable", "inference"])
+def test_reset_states_restarts_from_zero(reference, backend):
     model = load_bilm_hdf5(reference.options, reference.weights)
-    options = _stateful(strategy)
+    options = _stateful(backend)
     first = _top(model, reference.batch(0), options)
     _top(model, reference.batch(1), options)
     options.states.reset()

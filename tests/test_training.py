@@ -174,7 +174,7 @@ def test_products_follow_the_plain_path(corpus, tmp_path):
 
 def test_bf16_training_validates_in_float32(corpus, tmp_path, monkeypatch):
     """Under bfloat16 autocast the training steps run in bfloat16, and validation (the inference
-    strategy, which chooses its own precision) runs outside autocast: it used to fail on a CPU with
+    backend, which chooses its own precision) runs outside autocast: it used to fail on a CPU with
     bfloat16 instructions (a bfloat16 input meeting a float32 weight in the packed LSTM)."""
     from pyelmo.training import trainer as trainer_module
 

@@ -128,7 +128,7 @@ class LexiconTokenEncoder(nn.Module):
 
     def forward(self, char_ids: torch.Tensor, products=None, fused_conv: bool = False) -> torch.Tensor:
         """``char_ids (..., max_chars)`` -> token vectors; takes (and ignores) the execution
-        strategy's ``products``/``fused_conv`` so both strategies run it unchanged."""
+        backend's ``products``/``fused_conv`` so both backends run it unchanged."""
         shape = char_ids.shape[:-1]
         ids, words = self.lexicon_ids(char_ids.reshape(-1, char_ids.shape[-1]).cpu())
         device = self.projection.weight.device
