@@ -194,6 +194,27 @@ def test_embed_file_records_the_plan_and_the_kernels_used(allennlp_reference, ti
     assert "precision=float32 kernels=fixed" in summary and f"torch={torch.__version__}" in summary
 
 
+@pytest.mark.parametrize("kernels", [None, "mm_t"])
+def test_the_printed_plan_is_the_plan_used(allennlp_reference, tmp_path, capsys, no_measuring, kernels):
+    """``pyelmo env --json`` lists, for every product shape and row class an embed run used, the kernel it ran."""
+    from pyelmo.cli import main
+
+    files = ["--options-file", str(allennlp_reference.options), "--weight-file", str(allennlp_reference.weights)]
+    assert main(["env", "--json", *files, *(["--kernels", kernels] if kernels else [])]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    table = {(row["rows"], tuple(row["weight"])): row["kernel"] for row in printed["products"]}
+    embedder = ElmoEmbedder(str(allennlp_reference.options), str(allennlp_reference.weights), kernels=kernels)
+    assert printed["plan"] == embedder.options.plan.summary()
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(s for sentences in allennlp_reference.sentences for s in sentences) + "\n")
+    embedder.embed_file(text, tmp_path / "out.hdf5")
+    used = embedder.options.products.decisions
+    assert len({rows for rows, _ in used}) > 1  # several row classes ran
+    for (rows, shape), kernel in used.items():
+        label = f"<={rows}" if rows < 256 else ">64"
+        assert table[(label, shape)] == kernel, (rows, shape)
+
+
 def test_autotune_equals_the_default_plan(reference, cache):
     """Autotune changes only the order of float32 sums: its outputs equal the default plan's within 1e-5."""
     model = load_bilm_hdf5(reference.options, reference.weights)
