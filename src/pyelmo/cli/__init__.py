@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"pyelmo {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader of stdout stopped (`| head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python exits
         return 1
     except OSError as exc:  # disk full, permission denied, ... on a path the user gave
         if args.debug:

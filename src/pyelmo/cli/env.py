@@ -1,4 +1,4 @@
-"""``pyelmo env``: this machine, and the execution plan a model's products run with here."""
+"""``pyelmo env``: the execution plan a model's products run with on this machine."""
 
 from __future__ import annotations
 
@@ -8,16 +8,17 @@ import json
 from pyelmo.cli.common import add_model_arguments, add_plan_arguments, model_source
 
 DESCRIPTION = """\
-Print this machine's facts and the execution plan pyelmo's inference products follow for a model:
-for each product weight and row class, the kernel (torch.mm on W, on a copy of W^T, or oneDNN
-prepacked) and precision, and how each LSTM level runs its two directions. The default plan is a
-fixed rule of the CPU's features and the PyTorch version, so the same command and input give the
-same bits in every run; --autotune measures the kernels here instead (kept in
+Print the execution plan pyelmo's inference products follow for a model on this machine, and
+what it was decided from (CPU, PyTorch, oneDNN, threads): for each product weight and row class,
+the kernel (torch.mm on W, on a copy of W^T, oneDNN prepacked, or bmm: a time step's products of
+both directions batched) and precision, and how each LSTM level runs its two directions. The
+default plan is a fixed rule of the CPU's features and the PyTorch version, so the same command
+and input give the same bits in every run; --autotune measures the kernels here instead (kept in
 ~/.cache/pyelmo/kernels/, or $PYELMO_KERNEL_CACHE). `pyelmo embed` records the plan in its output."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("env", help="this machine and the execution plan of a model's products",
+    parser = sub.add_parser("env", help="the execution plan of a model's products on this machine",
                             description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
     add_plan_arguments(parser)
@@ -37,8 +38,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"plan: {report['plan']}")
     print("directions: " + ", ".join(f"{rows} {order}" for rows, order in report["directions"].items()))
     width = max(len(row["product"]) for row in report["products"])
-    print(f"{'product':{width}}  {'weight':>11}  {'rows':>5}  {'kernel':6}  precision")
+    kernel = max(len(row["kernel"]) for row in report["products"])
+    print(f"{'product':{width}}  {'weight':>11}  {'rows':>5}  {'kernel':{kernel}}  precision")
     for row in report["products"]:
         shape = "x".join(map(str, row["weight"]))
-        print(f"{row['product']:{width}}  {shape:>11}  {row['rows']:>5}  {row['kernel']:6}  {row['precision']}")
+        print(f"{row['product']:{width}}  {shape:>11}  {row['rows']:>5}  {row['kernel']:{kernel}}  {row['precision']}")
     return 0

@@ -144,6 +144,12 @@ class InferenceSteps:
         return self.out
 
 
+def _previous_class(row_class: int) -> int:
+    """The largest row count of the class below ``row_class`` (0 for the first)."""
+    index = ROW_CLASSES.index(row_class)
+    return ROW_CLASSES[index - 1] if index else 0
+
+
 def _rows_label(row_class: int) -> str:
     return f"<={row_class}" if row_class < ROW_CLASSES[-1] else f">{ROW_CLASSES[-2]}"
 
@@ -174,14 +180,23 @@ class Inference:
 
     def explain(self, weights: dict[str, torch.Tensor], layer: torch.nn.Module) -> dict:
         """The plan as it applies to a model: per product weight (by name) and row class the kernel (and
-        precision) its products run with, and per row class the directions' order. Decided by the same
-        calls the products make (an autotuned plan measures what it has not measured yet)."""
+        precision) its products run with (``bmm``: a time step's products of both directions batched),
+        and per row class the directions' order. Decided by the same calls the products make (an
+        autotuned plan measures what it has not measured yet)."""
         products, table = self.products, []
+        step = {layer.state_gates.weight.data_ptr(), layer.projection.weight.data_ptr()}
         for name, w in weights.items():
             for rows in ROW_CLASSES:
                 x = torch.zeros(rows, w.shape[1], device=w.device)
                 exact = products.runs_exact(x, w)
-                table.append({"product": name, "weight": list(w.shape), "rows": _rows_label(rows), "kernel": (products.exact if exact else products).kernel(x, w),
+                runs = products.exact if exact else products
+                kernel = runs.kernel(x, w)
+                batched = runs.each([w, w]).max_batched_rows if w.data_ptr() in step else 0
+                if batched >= rows:
+                    kernel = "bmm"
+                elif batched > _previous_class(rows):  # the class's smaller steps run batched
+                    kernel = f"bmm to {batched} rows, else {kernel}"
+                table.append({"product": name, "weight": list(w.shape), "rows": _rows_label(rows), "kernel": kernel,
                               "precision": "float32" if exact or products.dtype is None else "bfloat16"})
         shape = (layer.input_gates.in_features, layer.dim, layer.projection_dim)
         orders = {}
