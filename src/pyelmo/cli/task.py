@@ -1,4 +1,4 @@
-"""``pyelmo task``: train, evaluate and apply classifiers and taggers on ELMo features; build task data."""
+"""``pyelmo task``: train, evaluate and apply classifiers, taggers and readers on ELMo features; build task data."""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ to a BiLSTM; only the task model is trained.
             (text tokenized with pyelmo's tokenizer; --pretokenized: split on whitespace).
   tag:      BiLSTM + CRF.  Data: CoNLL style, token<TAB>tag per line (the tag is the last
             column), a blank line between sentences, -DOCSTART- lines skipped.
+  qa:       reading comprehension, a BiDAF-style reader (BiLSTM encoder, bidirectional
+            attention, modelling BiLSTM, start and end of the answer).  Data: SQuAD v1.1
+            JSON (data -> paragraphs -> context, qas -> id, question, answers[text,
+            answer_start]) or JSONL with id, context, question, answers per line.
+            evaluate: SQuAD's exact match and F1; predict: SQuAD's {"id": "answer"} file.
 
   pyelmo task train classify --train train.tsv --dev dev.tsv --out my-model
   pyelmo task evaluate my-model --test test.tsv --json
@@ -27,14 +32,14 @@ to a BiLSTM; only the task model is trained.
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``task`` with its actions ``train``, ``evaluate``, ``predict`` and ``data build``."""
     raw = argparse.RawDescriptionHelpFormatter
-    p = subparsers.add_parser("task", help="train and use classifiers and taggers on ELMo features",
+    p = subparsers.add_parser("task", help="train and use classifiers, taggers and readers on ELMo features",
                               description=DESCRIPTION, formatter_class=raw)
     sub = p.add_subparsers(dest="task_command", metavar="ACTION")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
     t = sub.add_parser("train", help="train a task model (early stopping on --dev)", description=DESCRIPTION,
                        formatter_class=raw)
-    t.add_argument("kind", choices=["classify", "tag"], help="classify (TSV) or tag (CoNLL)")
+    t.add_argument("kind", choices=["classify", "tag", "qa"], help="classify (TSV), tag (CoNLL) or qa (SQuAD)")
     t.add_argument("--train", required=True, metavar="FILE", help="training data")
     t.add_argument("--dev", required=True, metavar="FILE", help="development data (early stopping)")
     t.add_argument("--out", required=True, metavar="DIR", help="folder for the trained model (must not exist)")
@@ -50,12 +55,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="lambda of the lambda*||w||^2 penalty on the mix weights (default 0.001; 1 keeps "
                         "the mix near an average)")
     f.add_argument("--elmo-output", action="store_true",
-                   help="also concatenate a second ELMo mix to the encoder's output (paper Table 3)")
+                   help="also concatenate a second ELMo mix to the encoder's output (paper Table 3; "
+                        "classify and tag)")
     f.add_argument("--bilm-context", choices=["line", "sentence"], default=None,
                    help="what the biLM reads: the whole example at once (line), or each sentence of it on "
                         "its own, its layers concatenated back in token order (sentence; pieces longer than "
                         "the biLM's training length are cut); stored with the model (default: sentence for "
-                        "classify, line for tag)")
+                        "classify and qa, line for tag)")
     f.add_argument("--pretokenized", action="store_true", help="classify text is already tokenized (whitespace)")
     r = t.add_argument_group("training")
     r.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
@@ -73,6 +79,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--batch-size", type=int, default=32, metavar="N", help="examples per batch (default 32)")
     r.add_argument("--lr", type=float, default=1e-3, metavar="X", help="Adam learning rate (default 0.001)")
     r.add_argument("--hidden", type=int, default=128, metavar="N", help="BiLSTM size per direction (default 128)")
+    r.add_argument("--max-answer-tokens", type=int, default=30, metavar="N",
+                   help="qa: the longest answer (in tokens) the reader predicts (default 30)")
     r.add_argument("--cache-dir", metavar="DIR",
                    help="keep the biLM layers of each data file here and reuse them in later runs")
     r.add_argument("--quiet", action="store_true", help="no progress output")
@@ -93,7 +101,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                     "ignored; blank lines are skipped); OUTPUT gets label<TAB>probability<TAB>text "
                                     "per text, the text as in INPUT.  tag: INPUT is CoNLL style (the first column "
                                     "is the token); OUTPUT is the input with the predicted tag appended as the "
-                                    "last column.")
+                                    "last column.  qa: INPUT is SQuAD JSON or JSONL (answers, if any, are "
+                                    "ignored); OUTPUT is SQuAD's prediction file, {\"id\": \"answer text\"}, "
+                                    "each answer an exact substring of its context.")
     pr.add_argument("dir", metavar="DIR", help="a trained task model")
     pr.add_argument("input", metavar="INPUT", help="data to label")
     pr.add_argument("output", metavar="OUTPUT", help="where to write the labels (must not exist unless --overwrite)")
@@ -136,7 +146,8 @@ def _train(args: argparse.Namespace) -> int:
                            min_steps=args.min_steps,
                            batch_size=args.batch_size, lr=args.lr, hidden=args.hidden, mix_l2=args.mix_l2,
                            top_only=args.top_layer, elmo_output=args.elmo_output, pretokenized=args.pretokenized,
-                           progress=not args.quiet, cache_dir=args.cache_dir, bilm_context=args.bilm_context)
+                           progress=not args.quiet, cache_dir=args.cache_dir, bilm_context=args.bilm_context,
+                           max_answer_tokens=args.max_answer_tokens)
     saved = train_task(args.kind, args.train, args.dev, args.out, options, _bilm_source(args), args.static_vectors)
     t = saved["training"]
     print(f"saved {args.out}: best dev {t['best_dev']:.4f} after {len(t['history'])} epoch(s), {t['steps']} steps, "
@@ -157,7 +168,8 @@ def _read(args: argparse.Namespace, path: str, labelled: bool):
     from pyelmo.tasks.saved import read_saved
 
     saved, _ = read_saved(args.dir)
-    examples = read_examples(saved["kind"], path, saved["options"].get("pretokenized", False), labelled=labelled)
+    examples = read_examples(saved["kind"], path, saved["options"].get("pretokenized", False), labelled=labelled,
+                             training=labelled and saved["kind"] == "qa")
     if labelled:
         check_kind(saved["kind"], examples, path, training=False)
     return saved["kind"], examples
@@ -183,12 +195,16 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from pyelmo.fileio import check_output_file, write_text_atomic
     from pyelmo.tasks.data import classify_output, tagged_output
+    from pyelmo.tasks.squad import predictions_json
 
     check_output_file(args.output, args.overwrite)  # before any work
     kind, examples = _read(args, args.input, labelled=False)
     predictions = _load(args).predict(examples)
-    write = classify_output if kind == "classify" else tagged_output
-    write_text_atomic(args.output, write(args.input, examples, predictions))
+    if kind == "qa":
+        write_text_atomic(args.output, predictions_json(examples, predictions))
+    else:
+        write = classify_output if kind == "classify" else tagged_output
+        write_text_atomic(args.output, write(args.input, examples, predictions))
     print(f"wrote {len(examples)} prediction(s) to {args.output}", file=sys.stderr)
     return 0
 

@@ -27,6 +27,11 @@ class Example:
     label: str | tuple[str, ...] | None
     line: int  # where it starts in its file (1-based)
 
+    @property
+    def texts(self) -> tuple[tuple[str, ...], ...]:
+        """What the biLM reads of the example."""
+        return (self.tokens,)
+
 
 def _lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """``(line number, text without the newline)``; invalid UTF-8 is an error naming the line."""
@@ -115,8 +120,12 @@ def read_tagged(path: str | os.PathLike, labelled: bool = True) -> list[Example]
 
 
 def read_examples(kind: str, path: str | os.PathLike, pretokenized: bool = False,
-                  labelled: bool = True) -> list[Example]:
-    """The reader for ``kind`` (``classify`` or ``tag``)."""
+                  labelled: bool = True, training: bool = False) -> list:
+    """The reader for ``kind`` (``classify``, ``tag`` or ``qa``; ``training``: qa questions need an answer)."""
+    if kind == "qa":
+        from pyelmo.tasks.squad import read_squad
+
+        return read_squad(path, labelled, training)
     if kind == "classify":
         return read_classify(path, pretokenized, labelled)
     return read_tagged(path, labelled)
@@ -132,6 +141,8 @@ def label_set(kind: str, examples: Sequence[Example]) -> list[str]:
 def check_kind(kind: str, examples: Sequence[Example], path, training: bool = True) -> None:
     """Stop on the obvious wrong file before any work: a CoNLL file read as ``label<TAB>text``, a
     classify TSV read as CoNLL, a first column that is no label, or (``training``) a single label."""
+    if kind == "qa":
+        return  # read_squad checked the answers
     if kind == "classify":
         n, labels = len(examples), Counter(e.label for e in examples)
         blank_gaps = any(b.line > a.line + 1 for a, b in zip(examples, examples[1:]))

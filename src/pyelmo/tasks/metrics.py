@@ -35,3 +35,32 @@ def tag_metrics(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) ->
 
         span_f1 = float(f1_score([list(s) for s in gold], [list(s) for s in pred]))
     return {"accuracy": correct / len(flat_gold), "span_f1": span_f1, "n": len(gold), "tokens": len(flat_gold)}
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD v1.1's answer normalisation: lower case, punctuation and articles removed, whitespace collapsed."""
+    import re
+    import string
+
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def answer_f1(prediction: str, gold: str) -> float:
+    """SQuAD v1.1's token F1 of two answers (bag of normalised tokens)."""
+    from collections import Counter
+
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_metrics(gold: Sequence[Sequence[str]], pred: Sequence[str]) -> dict:
+    """``{"exact_match", "f1", "n"}`` as SQuAD v1.1's script (in percent): per question the maximum over
+    its gold answers, averaged over the questions."""
+    em = sum(max(normalize_answer(p) == normalize_answer(g) for g in golds) for golds, p in zip(gold, pred))
+    f1 = sum(max(answer_f1(p, g) for g in golds) for golds, p in zip(gold, pred))
+    return {"exact_match": 100.0 * em / len(gold), "f1": 100.0 * f1 / len(gold), "n": len(gold)}

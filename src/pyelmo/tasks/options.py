@@ -32,6 +32,7 @@ class TrainOptions:
     progress: bool = True
     cache_dir: str | None = None  # biLM layers kept on disk across runs (None: in memory only)
     bilm_context: str | None = None  # "line" or "sentence" (None: the kind's default, DEFAULT_CONTEXT)
+    max_answer_tokens: int = 30  # qa: the longest answer decoding picks
 
     def check(self) -> None:
         if self.features not in FEATURES:
@@ -40,7 +41,7 @@ class TrainOptions:
             raise InputError(f"--train-fraction must be in (0, 1], got {self.train_fraction}")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise InputError(f"--max-minutes must be positive, got {self.max_minutes}")
-        for name in ("max_epochs", "batch_size", "hidden"):
+        for name in ("max_epochs", "batch_size", "hidden", "max_answer_tokens"):
             if getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1")
         if self.mix_l2 < 0:

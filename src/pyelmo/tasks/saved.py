@@ -133,12 +133,12 @@ def check_weights_fit(directory: str | os.PathLike, config: ModelConfig) -> None
     import torch
     from safetensors import safe_open
 
-    from pyelmo.tasks.model import TaskModel
+    from pyelmo.tasks.reader import build_model
 
     weights = Path(directory) / WEIGHTS_NAME
     try:
         with torch.device("meta"):
-            expected = {k: tuple(v.shape) for k, v in TaskModel(config).state_dict().items()}
+            expected = {k: tuple(v.shape) for k, v in build_model(config).state_dict().items()}
     except (RuntimeError, ValueError) as exc:
         raise InputError(f"{Path(directory) / CONFIG_NAME}: its 'model' section describes no model that can be "
                          f"built ({str(exc).splitlines()[0]})") from None

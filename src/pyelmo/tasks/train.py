@@ -26,6 +26,7 @@ from pyelmo.tasks.features import LayerCache, make_batch
 from pyelmo.tasks.metrics import classify_metrics, tag_metrics
 from pyelmo.tasks.model import ModelConfig, TaskModel
 from pyelmo.tasks.options import BiLMSource, TrainOptions, bilm_fingerprint
+from pyelmo.tasks.reader import LABELS, QARunner, build_model
 from pyelmo.tasks.saved import FORMAT, WEIGHTS_NAME, read_saved, write_model_dir
 from pyelmo.tasks.static import StaticVectors, load_static
 
@@ -36,6 +37,8 @@ def _warn(message: str) -> None:
 
 def warn_unseen_labels(kind: str, examples: Sequence[Example], labels: Sequence[str], path) -> None:
     known = set(labels)
+    if kind == "qa":
+        return
     if kind == "classify":
         unseen = [e for e in examples if e.label not in known]
         names = sorted({e.label for e in unseen})
@@ -101,6 +104,10 @@ class TaskRunner:
     def _batch(self, examples, labelled: bool):
         return make_batch(examples, self.static, self.cache, self.label_index if labelled else None, self.kind)
 
+    def loss(self, examples) -> torch.Tensor:
+        b = self._batch(examples, True)
+        return self.model.loss(b.static, b.layers, b.mask, b.labels)
+
     def predict(self, examples: Sequence[Example], batch_size: int = 64, desc: str = "") -> list:
         """classify: ``(label, probability)`` per example; tag: a tag list per example (input order)."""
         if self.cache is not None:
@@ -154,12 +161,14 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     options = replace(options, bilm_context=options.bilm_context or DEFAULT_CONTEXT[kind])
     out = Path(out_dir)
     _check_out_dir(out)
-    full_train = read_examples(kind, train_file, options.pretokenized)
+    if kind == "qa" and options.elmo_output:
+        raise InputError("--elmo-output does not apply to qa (the reader mixes ELMo for the question and the passage)")
+    full_train = read_examples(kind, train_file, options.pretokenized, training=True)
     check_kind(kind, full_train, train_file)
     train = _subsample(full_train, options.train_fraction)
-    dev = read_examples(kind, dev_file, options.pretokenized)
+    dev = read_examples(kind, dev_file, options.pretokenized, training=kind == "qa")
     check_kind(kind, dev, dev_file, training=False)
-    labels = label_set(kind, train)
+    labels = LABELS if kind == "qa" else label_set(kind, train)
     warn_unseen_labels(kind, dev, labels, dev_file)
 
     static = load_static(static_source) if options.uses_static else None
@@ -177,12 +186,13 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
         elmo_output=options.elmo_output and options.uses_elmo, top_only=options.top_only,
         hidden=options.hidden, dropout=options.dropout, elmo_dropout=options.elmo_dropout)
     torch.manual_seed(options.seed)
-    model = TaskModel(config, torch.from_numpy(static.vectors) if static else None)
-    runner = TaskRunner(kind, model, labels, static, cache)
+    model = build_model(config, torch.from_numpy(static.vectors) if static else None)
+    runner = (QARunner if kind == "qa" else TaskRunner)(kind, model, labels, static, cache)
     if cache is not None:
         # with a disk cache, the whole file's layers: one entry serves every --train-fraction
-        cache.add([e.tokens for e in (full_train if options.cache_dir else train)], desc="biLM layers (train)")
-        cache.add([e.tokens for e in dev], desc="biLM layers (dev)")
+        cache.add([t for e in (full_train if options.cache_dir else train) for t in e.texts],
+                  desc="biLM layers (train)")
+        cache.add([t for e in dev for t in e.texts], desc="biLM layers (dev)")
 
     history, best, best_state, stop = _fit(runner, train, dev, options, started)
     saved = {
@@ -221,8 +231,7 @@ def _fit(runner: TaskRunner, train, dev, options: TrainOptions, started: float):
         bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", leave=False, disable=not options.progress,
                    file=sys.stderr)
         for examples in bar:
-            b = runner._batch(examples, True)
-            loss = model.loss(b.static, b.layers, b.mask, b.labels)
+            loss = runner.loss(examples)
             optimizer.zero_grad()
             (loss + model.mix_penalty(options.mix_l2)).backward()
             torch.nn.utils.clip_grad_norm_(trainable, 5.0)
@@ -245,7 +254,7 @@ def _fit(runner: TaskRunner, train, dev, options: TrainOptions, started: float):
         history.append({"epoch": epoch, "steps": steps, "loss": round(total / max(count, 1), 5), "dev": metrics,
                         "seconds": round(time.monotonic() - started, 1)})
         if options.progress:
-            name = "span F1" if metrics.get("span_f1") is not None else "accuracy"
+            name = "F1" if "f1" in metrics else "span F1" if metrics.get("span_f1") is not None else "accuracy"
             print(f"epoch {epoch}: loss {total / max(count, 1):.4f}  dev {name} {score:.4f}"
                   f"  ({steps} steps){'  (best)' if improved else ''}", file=sys.stderr)
         if timed_out:
@@ -278,7 +287,9 @@ def stop_reason(stop: str, options: TrainOptions, history: list[dict]) -> str:
 
 
 def _dev_score(metrics: dict) -> float:
-    """The dev score early stopping maximises: span F1 for BIO/BIOES tags, else accuracy."""
+    """The dev score early stopping maximises: F1 (qa, as a fraction), span F1 for BIO/BIOES tags, else accuracy."""
+    if "f1" in metrics:
+        return metrics["f1"] / 100
     return metrics["span_f1"] if metrics.get("span_f1") is not None else metrics["accuracy"]
 
 
@@ -315,10 +326,11 @@ def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, prog
         cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found,
                            context=saved["options"].get("bilm_context") or "line",
                            max_tokens=saved["bilm"].get("max_tokens", 100))
-    model = TaskModel(config, torch.from_numpy(static.vectors) if static else None)
+    model = build_model(config, torch.from_numpy(static.vectors) if static else None)
     try:
         model.load_state_dict(load_file(str(d / WEIGHTS_NAME)))
     except Exception as exc:  # safetensors' own errors on a damaged file
         raise InputError(f"{d / WEIGHTS_NAME}: cannot load the task model: {str(exc).splitlines()[0]}") from None
     model.eval()
-    return TaskRunner(config.kind, model, list(saved["labels"]), static, cache, saved)
+    runner = QARunner if config.kind == "qa" else TaskRunner
+    return runner(config.kind, model, list(saved["labels"]), static, cache, saved)

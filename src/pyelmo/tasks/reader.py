@@ -1,0 +1,156 @@
+"""A BiDAF-style reader (Seo et al. 2017, the ELMo paper's SQuAD baseline family) over static and ELMo features.
+
+Question and passage tokens get features as in the other task models (a frozen static vector and/or
+a :class:`ScalarMix` of the cached biLM layers, here one mix for the passage and one for the
+question) -> a shared BiLSTM encoder (H for the passage, U for the question) -> BiDAF's attention:
+similarity ``S_tj = w . [h_t; u_j; h_t * u_j]``, context-to-question ``U~ = softmax_j(S) U``,
+question-to-context ``h~ = softmax_t(max_j S) H`` -> ``G = [H; U~; H * U~; H * h~]`` -> a modelling
+BiLSTM (M) -> start logits from ``[G; M]``, end logits from ``[G; M2]`` with ``M2 = BiLSTM(M)``.
+Loss: the cross-entropy of the gold start and end.  Decoding: the span ``start <= end`` with the
+highest ``log p(start) + log p(end)`` no longer than ``max_answer_tokens``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from pyelmo.modeling.mix import ScalarMix
+from pyelmo.tasks.data import Example
+from pyelmo.tasks.features import make_batch
+from pyelmo.tasks.metrics import squad_metrics
+from pyelmo.tasks.model import ModelConfig, TaskModel
+
+LABELS = ["start", "end"]  # what a reader's config.json lists as its labels
+
+
+def _lstm(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    lengths = mask.sum(1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    return pad_packed_sequence(lstm(packed)[0], batch_first=True, total_length=x.shape[1])[0]
+
+
+class Reader(nn.Module):
+    """The reader of a ``kind="qa"`` :class:`ModelConfig` (``static_table`` ``(V, d)``: the frozen word table)."""
+
+    def __init__(self, config: ModelConfig, static_table: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.config = c = config
+        in_dim = 0
+        if c.static_dim:
+            table = torch.zeros(c.static_size + 2, c.static_dim)  # row 0: padding, row 1: unknown
+            if static_table is not None:
+                table[2:] = static_table
+            self.register_buffer("static_table", table, persistent=False)
+            self.unknown = nn.Parameter(torch.zeros(c.static_dim).normal_(0, 0.1))
+            in_dim += c.static_dim
+        if c.elmo_layers:
+            self.mixes = nn.ModuleList(ScalarMix(1 if c.top_only else c.elmo_layers) for _ in range(2))
+            self.elmo_dropout = nn.Dropout(c.elmo_dropout)
+            in_dim += c.elmo_dim
+        if in_dim == 0:
+            raise ValueError("a reader needs static vectors, ELMo or both")
+        h = c.hidden
+        self.encoder = nn.LSTM(in_dim, h, batch_first=True, bidirectional=True)
+        self.similarity = nn.Linear(6 * h, 1)
+        self.modelling = nn.LSTM(8 * h, h, batch_first=True, bidirectional=True)
+        self.end_lstm = nn.LSTM(2 * h, h, batch_first=True, bidirectional=True)
+        self.start_out = nn.Linear(10 * h, 1)
+        self.end_out = nn.Linear(10 * h, 1)
+        self.dropout = nn.Dropout(c.dropout)
+
+    mix_penalty = TaskModel.mix_penalty
+
+    def _embed(self, static, layers, mask, which: int) -> torch.Tensor:
+        parts = []
+        if self.config.static_dim:
+            emb = self.static_table[static]
+            parts.append(torch.where((static == 1).unsqueeze(-1), self.unknown.expand_as(emb), emb))
+        if self.config.elmo_layers:
+            if self.config.top_only:
+                layers = layers[:, -1:]
+            parts.append(self.elmo_dropout(self.mixes[which](layers.unbind(1), mask)))
+        return self.dropout(_lstm(self.encoder, torch.cat(parts, dim=-1), mask))
+
+    def logits(self, passage, question) -> tuple[torch.Tensor, torch.Tensor]:
+        """Start and end logits ``(B, T)`` (padding -inf); ``passage``/``question``: ``(static, layers, mask)``."""
+        pmask, qmask = passage[2], question[2]
+        H, U = self._embed(*passage, 0), self._embed(*question, 1)  # (B, T, 2h), (B, J, 2h)
+        w = self.similarity.weight.view(3, -1)
+        S = ((H @ w[0]).unsqueeze(2) + (U @ w[1]).unsqueeze(1) + (H * w[2]) @ U.transpose(1, 2)
+             + self.similarity.bias)  # (B, T, J)
+        S = S.masked_fill(~qmask.unsqueeze(1), float("-inf"))
+        c2q = S.softmax(-1) @ U
+        b = S.max(-1).values.masked_fill(~pmask, float("-inf")).softmax(-1)  # (B, T)
+        q2c = (b.unsqueeze(1) @ H).expand_as(H)
+        G = torch.cat([H, c2q, H * c2q, H * q2c], dim=-1)
+        M = self.dropout(_lstm(self.modelling, G, pmask))
+        M2 = self.dropout(_lstm(self.end_lstm, M, pmask))
+        start = self.start_out(torch.cat([G, M], -1)).squeeze(-1).masked_fill(~pmask, float("-inf"))
+        end = self.end_out(torch.cat([G, M2], -1)).squeeze(-1).masked_fill(~pmask, float("-inf"))
+        return start, end
+
+    def loss(self, passage, question, spans: torch.Tensor) -> torch.Tensor:
+        start, end = self.logits(passage, question)
+        return nn.functional.cross_entropy(start, spans[:, 0]) + nn.functional.cross_entropy(end, spans[:, 1])
+
+    @torch.no_grad()
+    def predict(self, passage, question, max_tokens: int) -> list[tuple[int, int]]:
+        """The best span ``(start, end)`` per passage, ``start <= end < start + max_tokens``."""
+        start, end = self.logits(passage, question)
+        scores = start.log_softmax(-1).unsqueeze(2) + end.log_softmax(-1).unsqueeze(1)  # (B, T, T)
+        T = scores.shape[1]
+        allowed = torch.ones(T, T, dtype=torch.bool).triu().tril(max_tokens - 1)
+        best = scores.masked_fill(~allowed, float("-inf")).flatten(1).argmax(-1)
+        return [(int(i) // T, int(i) % T) for i in best]
+
+
+def build_model(config: ModelConfig, static_table: torch.Tensor | None = None) -> nn.Module:
+    """The task model of ``config``: a :class:`Reader` for ``qa``, else a :class:`TaskModel`."""
+    return Reader(config, static_table) if config.kind == "qa" else TaskModel(config, static_table)
+
+
+class QARunner:
+    """A reader with its features: predicts answer texts and scores them (trained or loaded)."""
+
+    def __init__(self, kind: str, model: Reader, labels: list[str], static, cache, saved: dict | None = None,
+                 max_answer_tokens: int = 30) -> None:
+        self.kind, self.model, self.labels, self.saved = kind, model, labels, saved
+        self.static, self.cache = static, cache
+        self.max_answer_tokens = (saved or {}).get("options", {}).get("max_answer_tokens", max_answer_tokens)
+
+    def _batch(self, examples, labelled: bool):
+        """``(passage, question, gold spans or None)``; passage and question are ``(static, layers, mask)``."""
+        parts = []
+        for texts in ([e.tokens for e in examples], [e.question for e in examples]):
+            b = make_batch([Example(t, None, 0) for t in texts], self.static, self.cache)
+            parts.append((b.static, b.layers, b.mask))
+        spans = torch.tensor([e.span for e in examples]) if labelled else None
+        return parts[0], parts[1], spans
+
+    def loss(self, examples) -> torch.Tensor:
+        return self.model.loss(*self._batch(examples, True))
+
+    def predict(self, examples: Sequence, batch_size: int = 32, desc: str = "") -> list[str]:
+        """The answer text per example (an exact substring of its context), in input order."""
+        if self.cache is not None:
+            self.cache.add([t for e in examples for t in e.texts], desc=f"biLM layers {desc}".strip())
+        self.model.eval()
+        order = sorted(range(len(examples)), key=lambda i: len(examples[i].tokens))
+        out: list = [None] * len(examples)
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            passage, question, _ = self._batch([examples[i] for i in rows], False)
+            for i, (a, b) in zip(rows, self.model.predict(passage, question, self.max_answer_tokens)):
+                out[i] = examples[i].answer_text(a, b)
+        return out
+
+    def evaluate(self, examples: Sequence, desc: str = "") -> dict:
+        """SQuAD v1.1's exact match and F1 (percent) on answered ``examples``."""
+        return squad_metrics([e.answers for e in examples], self.predict(examples, desc=desc))
+
+    def score(self, metrics: dict) -> float:
+        return metrics["f1"] / 100

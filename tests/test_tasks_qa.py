@@ -1,0 +1,150 @@
+"""``pyelmo task ... qa``: SQuAD v1.1 data and metrics, the BiDAF-style reader, and bad input (seconds each)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pyelmo.cli import main
+from pyelmo.tasks.metrics import answer_f1, normalize_answer, squad_metrics
+from pyelmo.tasks.model import ModelConfig
+from pyelmo.tasks.reader import Reader
+from pyelmo.tasks.squad import read_squad, tokenize_with_offsets
+
+from test_tasks import BILM_ARGS
+
+NAMES, COLORS, THINGS = ["Anna", "Bruno", "Clara", "David"], ["red", "blue", "green"], ["car", "bike", "boat"]
+WORDS = NAMES + COLORS + THINGS + ["has", "a", "owns", "the", "they", "say", "What", "color", "is", "Who", "'s", "?", "."]
+
+
+def _squad(rng: random.Random, n: int, prefix: str) -> dict:
+    """``n`` short passages with three questions each; every answer is a word of its passage."""
+    paragraphs = []
+    for k in range(n):
+        who, col, thing = rng.sample(NAMES, 2), rng.sample(COLORS, 2), rng.sample(THINGS, 2)
+        first = f"{who[0]} has a {col[0]} {thing[0]}."
+        context = f"{first} {who[1]} owns the {col[1]} {thing[1]}, they say."
+        second = len(first) + 1
+        qas = [(f"What color is {who[0]}'s {thing[0]}?", col[0], context.index(col[0])),
+               (f"Who owns the {thing[1]}?", who[1], second),
+               (f"What color is the {thing[1]}?", col[1], context.index(col[1], second))]
+        paragraphs.append({"context": context, "qas": [
+            {"id": f"{prefix}{k}-{j}", "question": q, "answers": [{"text": a, "answer_start": s}]}
+            for j, (q, a, s) in enumerate(qas)]})
+    return {"version": "1.1", "data": [{"title": "things", "paragraphs": paragraphs}]}
+
+
+@pytest.fixture
+def qa(tmp_path) -> Path:
+    rng = random.Random(0)
+    for name, n in (("train", 4), ("dev", 2)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(_squad(rng, n, name)))
+    vec = np.random.default_rng(0).normal(size=(len(WORDS), 6))
+    (tmp_path / "vec.txt").write_text("".join(w + " " + " ".join(f"{x:.5f}" for x in v) + "\n"
+                                              for w, v in zip(WORDS, vec)))
+    return tmp_path
+
+
+def _train_args(qa: Path, train: Path, out: str = "model", *extra: str) -> list[str]:
+    return ["task", "train", "qa", "--train", str(train), "--dev", str(qa / "dev.json"), "--out", str(qa / out),
+            *BILM_ARGS, "--static-vectors", str(qa / "vec.txt"), "--hidden", "8", "--batch-size", "4",
+            "--lr", "0.02", "--min-steps", "0", "--quiet", *extra]
+
+
+def test_token_offsets_give_back_exact_substrings():
+    text = "Bruno's car  cost $5,000.\u201cFine\u201d, he said\u2014twice."
+    tokens, offsets = tokenize_with_offsets(text)
+    assert tokens[:4] == ["Bruno", "'s", "car", "cost"]
+    assert all(text[a:b] == t for t, (a, b) in zip(tokens, offsets))
+    assert [a for a, _ in offsets] == sorted(a for a, _ in offsets)
+
+
+def test_json_and_jsonl_give_the_same_questions_with_gold_token_spans(qa):
+    doc = json.loads((qa / "train.json").read_text())
+    (qa / "train.jsonl").write_text("".join(json.dumps({"context": p["context"], **q}) + "\n"
+                                            for p in doc["data"][0]["paragraphs"] for q in p["qas"]))
+    from_json, from_jsonl = read_squad(qa / "train.json"), read_squad(qa / "train.jsonl")
+    assert from_json == from_jsonl and len(from_json) == 12
+    for e in from_json:
+        assert e.answer_text(*e.span) == e.answers[0]
+    # an answer inside a token ("5,000" in "$5,000") maps to the token that holds it
+    (qa / "inside.jsonl").write_text(json.dumps({"id": "x", "context": "It cost $5,000.", "question": "How much?",
+                                                 "answers": [{"text": "5,000", "answer_start": 9}]}) + "\n")
+    e = read_squad(qa / "inside.jsonl")[0]
+    assert "5,000" in e.answer_text(*e.span)
+
+
+@pytest.mark.parametrize("text,normalized", [
+    ("The  Quick, brown fox!", "quick brown fox"), ("an apple a day", "apple day"), ("Theater", "theater"),
+    ("the", ""),
+])
+def test_answer_normalisation(text, normalized):
+    assert normalize_answer(text) == normalized
+
+
+def test_exact_match_and_f1_by_hand():
+    cases = [("the cat sat", ["a cat sat on"]),        # P 2/2, R 2/3: F1 0.8, EM 0
+             ("Paris", ["paris, France", "Paris."]),    # the second gold matches: EM 1, F1 1
+             ("blue car", ["red car", "car"]),          # max(F1 1/2, F1 2/3) = 2/3, EM 0
+             ("an", ["the"])]                           # both normalise to "": EM 1, F1 0 (no common token)
+    assert answer_f1("the cat sat", "a cat sat on") == pytest.approx(0.8)
+    assert answer_f1("blue car", "car") == pytest.approx(2 / 3)
+    metrics = squad_metrics([g for _, g in cases], [p for p, _ in cases])
+    assert metrics["n"] == 4 and metrics["exact_match"] == pytest.approx(50.0)
+    assert metrics["f1"] == pytest.approx(100 * (0.8 + 1 + 2 / 3 + 0) / 4)
+
+
+def test_decoding_keeps_start_before_end_and_the_length_limit(monkeypatch):
+    model = Reader(ModelConfig(kind="qa", n_labels=2, static_dim=2, static_size=1, hidden=2))
+    start = torch.tensor([[0.0, 0.0, 0.0, 9.0, 0.0, 0.0]])
+    end = torch.tensor([[0.0, 8.0, 0.0, 0.0, 1.0, 7.0]])  # the best end (1) is before the best start (3)
+    monkeypatch.setattr(model, "logits", lambda p, q: (start, end))
+    assert model.predict(None, None, max_tokens=30) == [(3, 5)]
+    assert model.predict(None, None, max_tokens=2) == [(3, 4)]  # 3..5 is three tokens
+    assert model.predict(None, None, max_tokens=1) == [(3, 3)]
+
+
+def test_train_evaluate_predict(qa, capsys):
+    out = qa / "model"
+    assert main(_train_args(qa, qa / "train.json", "model", "--max-epochs", "30", "--patience", "30")) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["kind"] == "qa" and saved["labels"] == ["start", "end"] and saved["options"]["max_answer_tokens"] == 30
+    # the reader learns the toy task (answers a word of the passage chosen by the question)
+    assert saved["training"]["best_dev"] > 0.6, saved["training"]["history"]
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(out), "--test", str(qa / "dev.json"), "--json", "--quiet"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert set(metrics) == {"exact_match", "f1", "n"} and metrics["n"] == 6
+    assert metrics["f1"] == pytest.approx(100 * saved["training"]["best_dev"])  # the best epoch was restored
+    pred = qa / "pred.json"
+    assert main(["task", "predict", str(out), str(qa / "dev.json"), str(pred), "--quiet"]) == 0
+    answers = json.loads(pred.read_text())
+    contexts = {q.id: q.context for q in read_squad(qa / "dev.json")}
+    assert set(answers) == set(contexts) and all(answers[i] and answers[i] in contexts[i] for i in answers)
+    capsys.readouterr()
+    assert main(["task", "predict", str(out), str(qa / "dev.json"), str(pred), "--quiet"]) == 1
+    assert "exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda d: "{\"data\": [", "not valid JSON"),
+    (lambda d: d["data"][0]["paragraphs"][1]["qas"][0]["answers"][0].update(answer_start=0), "train1-0"),
+    (lambda d: d["data"][0]["paragraphs"][2].update(context="  "), "empty context"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][2].update(question=" "), "empty question"),
+    (lambda d: d["data"][0]["paragraphs"][3]["qas"][1].update(id="train0-0"), "duplicate id"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(answers=[]), "no answer"),
+])
+def test_bad_train_file_one_line_nothing_written(qa, capsys, mutate, message):
+    doc = json.loads((qa / "train.json").read_text())
+    changed = mutate(doc)
+    bad = qa / "bad.json"
+    bad.write_text(changed if isinstance(changed, str) else json.dumps(doc))
+    rc = main(_train_args(qa, bad, "never"))
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1 and message in err and str(bad) in err, err
+    assert not (qa / "never").exists() and not list(qa.glob(".never*"))
