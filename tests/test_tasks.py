@@ -542,7 +542,7 @@ def _edit(change):
 
 
 @pytest.mark.parametrize("edit,message", [
-    (_edit(lambda c: c.update(kind="regress")), "field 'kind' must be classify or tag, got \"regress\""),
+    (_edit(lambda c: c.update(kind="regress")), "field 'kind' must be classify, tag or qa, got \"regress\""),
     (_edit(lambda c: c.update(kind="tag")), "field 'kind' is 'tag' but 'model.kind' is 'classify'"),
     (_edit(lambda c: (c.update(kind="tag"), c["model"].update(kind="tag"))),
      "tensor 'crf.end_transitions' is missing but config.json's 'model' section implies \\(2,\\)"),

@@ -129,6 +129,10 @@ def test_train_evaluate_predict(qa, capsys):
     capsys.readouterr()
     assert main(["task", "predict", str(out), str(qa / "dev.json"), str(pred), "--quiet"]) == 1
     assert "exists" in capsys.readouterr().err
+    # a hand-edited answer length is one line naming the field
+    (out / "config.json").write_text(json.dumps({**saved, "options": {**saved["options"], "max_answer_tokens": 0}}))
+    assert main(["task", "evaluate", str(out), "--test", str(qa / "dev.json"), "--quiet"]) == 1
+    assert "'options.max_answer_tokens'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("mutate,message", [

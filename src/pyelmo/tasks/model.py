@@ -25,7 +25,7 @@ from pyelmo.modeling.mix import ScalarMix
 class ModelConfig:
     """The task model's shape and switches (saved with a trained model)."""
 
-    kind: str                 # "classify" or "tag"
+    kind: str                 # "classify", "tag" or "qa" (pyelmo.tasks.reader)
     n_labels: int
     static_dim: int = 0       # 0: no static vectors
     static_size: int = 0      # rows of the static table (words)
@@ -41,20 +41,32 @@ class ModelConfig:
         return asdict(self)
 
 
+def add_static(module: nn.Module, config: ModelConfig, static_table: torch.Tensor | None) -> int:
+    """Give ``module`` the frozen word table of ``config`` (row 0: padding, row 1: unknown) and the learned
+    unknown-word vector; returns their width (0 without static vectors)."""
+    if not config.static_dim:
+        return 0
+    table = torch.zeros(config.static_size + 2, config.static_dim)
+    if static_table is not None:
+        table[2:] = static_table
+    module.register_buffer("static_table", table, persistent=False)
+    module.unknown = nn.Parameter(torch.zeros(config.static_dim).normal_(0, 0.1))
+    return config.static_dim
+
+
+def static_vectors(module: nn.Module, static: torch.Tensor) -> torch.Tensor:
+    """The static vectors of token ids ``static`` (unknown words: the learned vector)."""
+    emb = module.static_table[static]
+    return torch.where((static == 1).unsqueeze(-1), module.unknown.expand_as(emb), emb)
+
+
 class TaskModel(nn.Module):
     """The classifier or tagger of :class:`ModelConfig`; ``static_table`` ``(V, d)`` is the frozen word table."""
 
     def __init__(self, config: ModelConfig, static_table: torch.Tensor | None = None) -> None:
         super().__init__()
         self.config = c = config
-        in_dim = 0
-        if c.static_dim:
-            table = torch.zeros(c.static_size + 2, c.static_dim)  # row 0: padding, row 1: unknown
-            if static_table is not None:
-                table[2:] = static_table
-            self.register_buffer("static_table", table, persistent=False)
-            self.unknown = nn.Parameter(torch.zeros(c.static_dim).normal_(0, 0.1))
-            in_dim += c.static_dim
+        in_dim = add_static(self, c, static_table)
         mixes = 0
         if c.elmo_layers:
             n = 1 if c.top_only else c.elmo_layers
@@ -90,8 +102,7 @@ class TaskModel(nn.Module):
         """Encoder output per token ``(B, T, H)`` (with the output mix appended when configured)."""
         parts = []
         if self.config.static_dim:
-            emb = self.static_table[static]
-            parts.append(torch.where((static == 1).unsqueeze(-1), self.unknown.expand_as(emb), emb))
+            parts.append(static_vectors(self, static))
         if self.config.elmo_layers:
             parts.append(self.elmo(layers, 0, mask))
         x = torch.cat(parts, dim=-1)

@@ -22,7 +22,7 @@ from pyelmo.modeling.mix import ScalarMix
 from pyelmo.tasks.data import Example
 from pyelmo.tasks.features import make_batch
 from pyelmo.tasks.metrics import squad_metrics
-from pyelmo.tasks.model import ModelConfig, TaskModel
+from pyelmo.tasks.model import ModelConfig, TaskModel, add_static, static_vectors
 
 LABELS = ["start", "end"]  # what a reader's config.json lists as its labels
 
@@ -39,14 +39,7 @@ class Reader(nn.Module):
     def __init__(self, config: ModelConfig, static_table: torch.Tensor | None = None) -> None:
         super().__init__()
         self.config = c = config
-        in_dim = 0
-        if c.static_dim:
-            table = torch.zeros(c.static_size + 2, c.static_dim)  # row 0: padding, row 1: unknown
-            if static_table is not None:
-                table[2:] = static_table
-            self.register_buffer("static_table", table, persistent=False)
-            self.unknown = nn.Parameter(torch.zeros(c.static_dim).normal_(0, 0.1))
-            in_dim += c.static_dim
+        in_dim = add_static(self, c, static_table)
         if c.elmo_layers:
             self.mixes = nn.ModuleList(ScalarMix(1 if c.top_only else c.elmo_layers) for _ in range(2))
             self.elmo_dropout = nn.Dropout(c.elmo_dropout)
@@ -67,8 +60,7 @@ class Reader(nn.Module):
     def _embed(self, static, layers, mask, which: int) -> torch.Tensor:
         parts = []
         if self.config.static_dim:
-            emb = self.static_table[static]
-            parts.append(torch.where((static == 1).unsqueeze(-1), self.unknown.expand_as(emb), emb))
+            parts.append(static_vectors(self, static))
         if self.config.elmo_layers:
             if self.config.top_only:
                 layers = layers[:, -1:]

@@ -37,7 +37,7 @@ def _number(low: int, high: int = 2**20) -> _Check:
 _BOOL: _Check = (lambda v: isinstance(v, bool), "true or false")
 _TEXT: _Check = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
 _PATH: _Check = (lambda v: v is None or (isinstance(v, str) and v != ""), "a path or null")
-_KIND: _Check = (lambda v: v in KINDS, " or ".join(KINDS))
+_KIND: _Check = (lambda v: v in KINDS, ", ".join(KINDS[:-1]) + " or " + KINDS[-1])
 _RATE: _Check = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
                  "a number in [0, 1)")
 _MODEL_FIELDS: dict[str, _Check] = {"kind": _KIND, "n_labels": _number(1), "static_dim": _number(0),
@@ -108,6 +108,7 @@ def _read_config(d: Path) -> tuple[dict, ModelConfig]:
         raise f.fail(f"field 'labels' has {len(labels)} labels but 'model.n_labels' is {config.n_labels}")
     f.section("options")
     f.get("options.pretokenized", _BOOL, False)
+    f.get("options.max_answer_tokens", _number(1), 30)
     f.get("options.bilm_context", (lambda v: v is None or v in CONTEXTS, f"{' or '.join(CONTEXTS)} or null"), None)
     static, bilm = f.section("static", optional=True), f.section("bilm", optional=True)
     if (static is not None) != bool(config.static_dim):
