@@ -62,6 +62,7 @@ def test_token_offsets_give_back_exact_substrings():
     assert tokens[:4] == ["Bruno", "'s", "car", "cost"]
     assert all(text[a:b] == t for t, (a, b) in zip(tokens, offsets))
     assert [a for a, _ in offsets] == sorted(a for a, _ in offsets)
+    assert tokenize_with_offsets("a \x01 b") == (["a", "\x01", "b"], [(0, 1), (2, 3), (4, 5)])  # nothing dropped
 
 
 def test_json_and_jsonl_give_the_same_questions_with_gold_token_spans(qa):
@@ -129,14 +130,26 @@ def test_train_evaluate_predict(qa, capsys):
     capsys.readouterr()
     assert main(["task", "predict", str(out), str(qa / "dev.json"), str(pred), "--quiet"]) == 1
     assert "exists" in capsys.readouterr().err
+    # JSONL questions without answers (predict needs none), each answer a piece of its own context
+    (qa / "new.jsonl").write_text("".join(json.dumps({"id": f"n{i}", "context": c, "question": "Who owns the boat?"})
+                                          + "\n" for i, c in enumerate(["Clara owns the boat.", "The boat is red."])))
+    assert main(["task", "predict", str(out), str(qa / "new.jsonl"), str(qa / "new.json"), "--quiet"]) == 0
+    new = json.loads((qa / "new.json").read_text())
+    assert new["n0"] in "Clara owns the boat." and new["n1"] in "The boat is red."
     # a hand-edited answer length is one line naming the field
     (out / "config.json").write_text(json.dumps({**saved, "options": {**saved["options"], "max_answer_tokens": 0}}))
     assert main(["task", "evaluate", str(out), "--test", str(qa / "dev.json"), "--quiet"]) == 1
     assert "'options.max_answer_tokens'" in capsys.readouterr().err
 
 
+def test_elmo_output_is_refused_for_qa(qa, capsys):
+    assert main(_train_args(qa, qa / "train.json", "never", "--elmo-output")) == 1
+    assert "--elmo-output does not apply to qa" in capsys.readouterr().err and not (qa / "never").exists()
+
+
 @pytest.mark.parametrize("mutate,message", [
     (lambda d: "{\"data\": [", "not valid JSON"),
+    (lambda d: json.dumps({"id": "a", "context": "Anna.", "question": "Who?"}) + "\n{broken\n", ":2: not valid JSON"),
     (lambda d: d["data"][0]["paragraphs"][1]["qas"][0]["answers"][0].update(answer_start=0), "train1-0"),
     (lambda d: d["data"][0]["paragraphs"][2].update(context="  "), "empty context"),
     (lambda d: d["data"][0]["paragraphs"][0]["qas"][2].update(question=" "), "empty question"),

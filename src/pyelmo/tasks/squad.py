@@ -49,7 +49,7 @@ def tokenize_with_offsets(text: str) -> tuple[list[str], list[tuple[int, int]]]:
 
     tokens, offsets = [], []
     for chunk in re.finditer(r"\S+", text):
-        pieces, spans, pos = tokenize(chunk.group()), [], 0
+        pieces, spans, pos = tokenize(chunk.group()) or [chunk.group()], [], 0
         for piece in pieces:
             at = chunk.group().find(piece, pos)
             if at < 0:  # normalised by the tokenizer (quotes, control characters): keep the chunk whole
