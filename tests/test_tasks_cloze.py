@@ -23,7 +23,8 @@ def _article(i: int) -> tuple[str, str]:
 
 
 def test_cloze_question_picks_a_name_shared_with_the_passage():
-    passage = "Shares rose after Time Warner said profits at AOL fell, The Times reported. The firm and the AOL board agreed."
+    passage = ("Shares rose after Time Warner said profits at AOL fell, The Times reported. "
+               "The firm and the AOL board agreed.")
     q = cloze_question("The chief of Time Warner spoke", passage)
     assert q == (f"The chief of {PLACEHOLDER} spoke", "Time Warner", passage.index("Time Warner"))
     # "The" starts the question and is lower case in the passage ("the" would do): not a name,
@@ -73,7 +74,8 @@ def test_cloze_build_from_cached_package(tmp_path):
     manifest = build_task_data(tmp_path / "out", ["cloze"], cache, progress=False)
     info = manifest["tasks"]["cloze"]
     assert info["kind"] == "qa"
-    files = {name: json.loads((tmp_path / "out" / "cloze" / f"{name}.json").read_text()) for name in ("train", "dev", "test")}
+    files = {name: json.loads((tmp_path / "out" / "cloze" / f"{name}.json").read_text())
+             for name in ("train", "dev", "test")}
     articles = {name: {d["title"]: d for d in f["data"]} for name, f in files.items()}
     ids, n = set(), 0
     for name, f in files.items():
