@@ -33,6 +33,7 @@ class PackedRows:
         row = self.order[sorted_row]
         self.forward_src = row * steps + step
         self.backward_src = row * steps + self.sorted_lengths[sorted_row] - 1 - step
+        self._blocks: dict[int | None, list[tuple[int, int]]] = {}
 
     @property
     def n_packed(self) -> int:
@@ -40,7 +41,13 @@ class PackedRows:
 
     def gate_blocks(self, chunk_rows: int | None) -> list[tuple[int, int]]:
         """Blocks of steps ``(t0, t1)`` whose input-to-gate products run as one product: consecutive steps
-        of at most ``chunk_rows`` packed rows in all (a larger step alone); ``None``: one block."""
+        of at most ``chunk_rows`` packed rows in all (a larger step alone); ``None``: one block. Computed
+        once per chunk size (every level of a call asks)."""
+        if chunk_rows not in self._blocks:
+            self._blocks[chunk_rows] = self._gate_blocks(chunk_rows)
+        return self._blocks[chunk_rows]
+
+    def _gate_blocks(self, chunk_rows: int | None) -> list[tuple[int, int]]:
         n = len(self.batch_sizes)
         if chunk_rows is None:
             return [(0, n)] if n else []
