@@ -35,7 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-TASKS = {"bbc": ("classify", "tsv"), "tweets": ("classify", "tsv"), "pos": ("tag", "conll"), "ner": ("tag", "conll")}
+TASKS = {"bbc": ("classify", "tsv"), "tweets": ("classify", "tsv"), "pos": ("tag", "conll"), "ner": ("tag", "conll"),
+         "cloze": ("qa", "json")}
 VARIANTS = {
     "static": ["--features", "static"],
     "static+elmo": ["--features", "static+elmo"],
@@ -54,6 +55,7 @@ VARIANTS = {
 GRIDS = {
     "table1": ["static", "static+elmo"],
     "efficiency": ["static@1%", "static+elmo@1%", "static@10%", "static+elmo@10%"],
+    "efficiency10": ["static@10%", "static+elmo@10%"],
     "table2": ["top-layer", "lambda=1"],
     "table3": ["elmo-output"],
     "adapt": ["static+elmo+adapted"],
@@ -65,6 +67,11 @@ GRIDS = {
 #: under the shared machine's load.
 COMMON = ["--hidden", "128", "--max-epochs", "8", "--patience", "2", "--min-steps", "300", "--max-minutes", "20",
           "--quiet"]
+#: The reader's settings replace COMMON's epochs and patience: an epoch over the cloze set is ~5 minutes
+#: on one core (1.5-2.5 s a batch), so 3 epochs, stopping after 1 without a better dev F1.
+KIND_COMMON = {"qa": ["--max-epochs", "3", "--patience", "1", "--max-minutes", "40"]}
+#: The biLM context a task's runs use when --bilm-context is not given (ids without @).
+DEFAULT_CONTEXT = {"cloze": "sentence"}
 
 
 def _load(path: Path) -> dict:
@@ -98,9 +105,11 @@ def run(args: argparse.Namespace) -> None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 train = [*pyelmo, "task", "train", kind, "--train", str(data / f"train.{ext}"),
                          "--dev", str(data / f"dev.{ext}"), "--out", str(out), "--seed", str(seed),
-                         "--cache-dir", args.cache_dir, *_variant_args(variant, args), *COMMON]
-                # the runs recorded without @CONTEXT read whole lines (the context before it was an option)
-                train += ["--bilm-context", args.bilm_context or "line"]
+                         "--cache-dir", args.cache_dir, *_variant_args(variant, args), *COMMON,
+                         *KIND_COMMON.get(kind, [])]
+                # the runs recorded without @CONTEXT read whole lines (the context before it was an option),
+                # apart from the tasks of DEFAULT_CONTEXT
+                train += ["--bilm-context", args.bilm_context or DEFAULT_CONTEXT.get(task, "line")]
                 started = time.time()
                 print(f"[{time.strftime('%H:%M:%S')}] {run_id}", flush=True)
                 subprocess.run(train, check=True)
@@ -150,7 +159,7 @@ def prepare(args: argparse.Namespace) -> None:
     fingerprint = bilm_fingerprint(bilm)
     for task in args.tasks.split(","):
         kind, ext = TASKS[task]
-        context = args.bilm_context or "line"
+        context = args.bilm_context or DEFAULT_CONTEXT.get(task, "line")
 
         def new_cache():
             return LayerCache(bilm, cache_dir=args.cache_dir, fingerprint=fingerprint, context=context,
@@ -161,11 +170,14 @@ def prepare(args: argparse.Namespace) -> None:
             examples = read_examples(kind, Path(args.data) / task / f"{split}.{ext}")
             cache = train_cache if split != "test" else new_cache()
             started = time.time()
-            cache.add([e.tokens for e in examples], desc=f"{task} {split}")
-            print(f"{task} {split}: {sum(len(e.tokens) for e in examples)} tokens, {time.time() - started:.0f} s")
+            texts = [t for e in examples for t in e.texts] if kind == "qa" else [e.tokens for e in examples]
+            cache.add(texts, desc=f"{task} {split}")
+            print(f"{task} {split}: {sum(len(t) for t in texts)} tokens, {time.time() - started:.0f} s")
 
 
 def _metric(task: str, metrics: dict) -> float:
+    if TASKS[task][0] == "qa":
+        return metrics["f1"] / 100
     return metrics["span_f1"] if task == "ner" else metrics["accuracy"]
 
 
@@ -183,7 +195,7 @@ TABLES = {
         "static@sentence", "static+elmo@sentence", "static+elmo+candidate@sentence"],
 }
 NAMES = {"bbc": "BBC topics (acc.)", "tweets": "tweet sentiment (acc.)", "pos": "Brown POS (acc.)",
-         "ner": "NER, agreement with spaCy (span F1)"}
+         "ner": "NER, agreement with spaCy (span F1)", "cloze": "cloze reading comprehension (F1)"}
 HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lambda=1": "all layers, λ = 1",
            "top-layer": "top layer only", "elmo-output": "input and output",
            "static+elmo+adapted": "static + ELMo, adapted biLM",
