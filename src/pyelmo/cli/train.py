@@ -39,6 +39,9 @@ FLAGS = [  # (flag, config key, type, help)
     ("--threads", "train.threads", int, "torch intra-op threads"),
     ("--vocab", "vocab.path", "PATH", "use this vocab.txt instead of building one"),
     ("--device", "train.device", str, "auto, cpu or cuda"),
+    ("--freeze-bilm-steps", "train.freeze_bilm_steps", int,
+     "with --init-from: first train the softmax alone for this many steps (default: 200 when the softmax is "
+     "new, else 0)"),
 ]
 
 
@@ -54,9 +57,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an --out that holds an earlier run (its checkpoint is replaced)")
-    p.add_argument("--init-from", metavar="MODEL_DIR",
-                   help="start from a trained model and its vocabulary: a run folder, its model/, an exported "
-                        "folder, or english (the shipped model)")
+    p.add_argument("--init-from", metavar="MODEL",
+                   help="continue a trained biLM: anything --model takes (english, a released name such as small "
+                        "or original, a URL or archive, a run or exported folder, a folder converted from "
+                        "ELMoForManyLangs, or a bilm-tf options file with --init-weight-file). A source with a "
+                        "softmax continues with its vocabulary; without one, a softmax is built over the new "
+                        "text's vocabulary and trained alone first (--freeze-bilm-steps)")
+    p.add_argument("--init-weight-file", metavar="HDF5",
+                   help="the bilm-tf weight file of the options file given to --init-from")
+    p.add_argument("--new-softmax", action="store_true",
+                   help="with --init-from: build a new softmax over this run's vocabulary (--vocab or the text's) "
+                        "even when the source has one")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. lstm.dim=512 (repeatable)")
     for flag, key, kind, text in FLAGS:
@@ -73,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from pyelmo.training.checkpoints import RUN_NAME
     from pyelmo.training.config import load_config
     from pyelmo.training.data import resolve_data
+    from pyelmo.training.start import InitFrom
     from pyelmo.training.trainer import Trainer
 
     overrides = list(args.set)
@@ -82,15 +94,21 @@ def run(args: argparse.Namespace) -> int:
             overrides.append(f"{key}={json.dumps(value)}")
     base = None
     out = Path(args.out)
+    if (args.init_weight_file or args.new_softmax) and not args.init_from:
+        raise ConfigError("--init-weight-file and --new-softmax go with --init-from MODEL")
+    if args.train__freeze_bilm_steps is not None and not (args.init_from or args.resume):
+        raise ConfigError("--freeze-bilm-steps goes with --init-from (a new biLM trains everything from the start)")
     if args.resume:
-        if args.init_from:
-            raise ConfigError("--resume and --init-from cannot be combined (the run remembers its start)")
+        if args.init_from or args.init_weight_file or args.new_softmax:
+            raise ConfigError("--resume cannot be combined with --init-from, --init-weight-file or --new-softmax "
+                              "(the run remembers its start)")
         run_file = out / RUN_NAME
         if not run_file.is_file():
             raise ConfigError(f"nothing to resume: {run_file} does not exist")
         if args.config is None:
             base = json.loads(run_file.read_text(encoding="utf-8"))["config"]
-    elif args.config is None and not any(o.startswith(("preset", "lstm", "char_cnn")) for o in overrides):
+    elif args.config is None and not args.init_from and not any(o.startswith(("preset", "lstm", "char_cnn"))
+                                                                for o in overrides):
         raise ConfigError("give --config FILE (e.g. configs/cpu-1h.toml) or the model size (--set preset=small, "
                           "--set lstm.dim=...): the defaults are the original model's size (4096-cell LSTMs, "
                           "minutes per step on a CPU)")
@@ -102,8 +120,8 @@ def run(args: argparse.Namespace) -> int:
         data = resolve_data(args.data, args.train, args.valid)
     elif not args.resume:
         raise ConfigError("give --data DIR or --train FILES")
-    trainer = Trainer(config, out, data, resume=args.resume, init_from=args.init_from,
-                      progress=not args.no_progress)
+    init = InitFrom(args.init_from, args.init_weight_file, args.new_softmax) if args.init_from else None
+    trainer = Trainer(config, out, data, resume=args.resume, init_from=init, progress=not args.no_progress)
     if trainer.dist.main:
         from pyelmo.training.report import start_summary
 

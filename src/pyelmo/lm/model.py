@@ -77,9 +77,11 @@ class Negatives:
 class LanguageModel(nn.Module):
     """``BiLM`` + shared softmax ``W (vocab, P)``, ``b (vocab,)``; ``forward`` returns NLL sums."""
 
-    def __init__(self, config: ElmoConfig, vocab_size: int, dropout: float = 0.0, init_std: float = 0.0) -> None:
+    def __init__(self, config: ElmoConfig, vocab_size: int, dropout: float = 0.0, init_std: float = 0.0,
+                 bilm: BiLM | None = None) -> None:
+        """``bilm``: a trained biLM to continue (with its own dropout); default a new ``BiLM(config, dropout)``."""
         super().__init__()
-        self.bilm = BiLM(config, dropout=dropout)
+        self.bilm = bilm if bilm is not None else BiLM(config, dropout=dropout)
         projection = config.projection_dim
         std = init_std or 1.0 / math.sqrt(projection)
         self.softmax_weight = nn.Parameter(torch.randn(vocab_size, projection) * std)
@@ -87,7 +89,7 @@ class LanguageModel(nn.Module):
         self.top_dropout = nn.Dropout(dropout)
         self.sampler = LogUniformSampler(vocab_size)
         with torch.no_grad():  # bilm-tf initialises the highway transform-gate bias to -2
-            for highway in self.bilm.token_encoder.highways:
+            for highway in self.bilm.token_encoder.highways if bilm is None else ():
                 highway.carry.bias.fill_(-2.0)
 
     @property
@@ -190,24 +192,30 @@ def load_language_model(model: PathLike | None = None, dropout: float = 0.0) -> 
     native layout (``save_pretrained`` + ``softmax.weight``/``softmax.bias`` + ``vocab.txt``) or the
     exported one (``options.json``, ``weights.hdf5``, ``softmax.hdf5``, ``vocab.txt``)."""
     from pyelmo.errors import WeightFileError
-    from pyelmo.modelio.weights import load_bilm_hdf5, load_native_state, load_native_tensors, native_model_config
+    from pyelmo.modelio.weights import (load_bilm_hdf5, load_native_state, load_native_tensors, native_model_config,
+                                        read_native_config)
 
     model_dir = language_model_dir(model)
+    lexicon_bilm = None  # the biLM of a model adapted from an ELMoForManyLangs one (its own token encoder)
     if (model_dir / SOFTMAX_HDF5).is_file():
         bilm = load_bilm_hdf5(model_dir / "options.json", model_dir / "weights.hdf5")
         config, tensors = bilm.config, bilm.state_dict()
         w, b = _read_softmax_hdf5(model_dir / SOFTMAX_HDF5)
     else:
+        from pyelmo.modelio import elmoformanylangs
+
         config = native_model_config(model_dir)
         tensors = load_native_tensors(model_dir)
         if "softmax.weight" not in tensors or "softmax.bias" not in tensors:
             raise no_softmax(str(model_dir))
         w, b = tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
+        if elmoformanylangs.is_converted(read_native_config(model_dir)):  # adapted from an ELMoForManyLangs model
+            lexicon_bilm = elmoformanylangs.load_converted(model_dir).with_dropout(dropout)
     vocab = Vocabulary.load(model_dir / "vocab.txt")
     if w.shape != (len(vocab), config.projection_dim) or b.shape != (len(vocab),):
         raise WeightFileError(f"{model_dir}: softmax shape {tuple(w.shape)} does not match vocabulary "
                               f"({len(vocab)}) and projection ({config.projection_dim})")
-    lm = LanguageModel(config, len(vocab), dropout=dropout)
+    lm = LanguageModel(config, len(vocab), dropout=dropout, bilm=lexicon_bilm)
     load_native_state(lm.bilm, tensors, model_dir)
     with torch.no_grad():
         lm.softmax_weight.copy_(w)
@@ -251,6 +259,9 @@ def export_bilm_hdf5(model: PathLike | None, outdir: PathLike, overwrite: bool =
     if existing and not overwrite:
         raise InputError(f"{outdir} already holds {', '.join(existing)} (use --overwrite to replace)")
     lm, vocab = load_language_model(model)
+    if hasattr(lm.bilm, "save_lexicons"):
+        raise InputError(f"{model} is an ELMoForManyLangs model (continued): its token encoder (their character "
+                         "lexicon and a word embedding) has no place in the bilm-tf layout; use the folder itself")
     outdir.mkdir(parents=True, exist_ok=True)
     save_bilm_hdf5(lm.bilm, outdir / "options.json", outdir / "weights.hdf5")
     with atomic_writer(outdir / SOFTMAX_HDF5) as tmp, h5py.File(tmp, "w") as f:

@@ -144,12 +144,33 @@ class LexiconTokenEncoder(nn.Module):
 class LexiconBiLM(BiLM):
     """pyelmo's biLM with their token encoder (the LSTM stack is pyelmo's own)."""
 
-    def __init__(self, config: ElmoConfig, section: dict, chars: dict[str, int], words: dict[str, int] | None) -> None:
-        super().__init__(config)
+    def __init__(self, config: ElmoConfig, section: dict, chars: dict[str, int], words: dict[str, int] | None,
+                 dropout: float = 0.0) -> None:
+        super().__init__(config, dropout=dropout)
+        self.section = section
         self.token_encoder = LexiconTokenEncoder(
             chars, words, section["n_chars"], section["n_words"], section["char_dim"], section["word_dim"],
             section["filters"], section["n_highway"], section["activation"], section["max_characters_per_token"],
             config.lstm.projection_dim)
+
+
+    def with_dropout(self, dropout: float) -> "LexiconBiLM":
+        """A copy of this biLM (its lexicons and weights) with training ``dropout``."""
+        e = self.token_encoder
+        copy = LexiconBiLM(self.config, self.section, e.chars, e.words, dropout=dropout)
+        copy.load_state_dict(self.state_dict())
+        return copy
+
+    def save_lexicons(self, directory: PathLike) -> dict:
+        """Write the lexicons into ``directory`` (atomically) as their files; returns the ``config.json`` section."""
+        from pyelmo.fileio import write_text_atomic
+
+        e = self.token_encoder
+        for name, lexicon in ((self.section["char_lexicon"], e.chars), (self.section.get("word_lexicon"), e.words)):
+            if name and lexicon is not None:  # the ideographic space is a lone id, as their files write it
+                lines = (f"{t}\t{i}" if t != "\u3000" else str(i) for t, i in lexicon.items())
+                write_text_atomic(Path(directory) / name, "".join(line + "\n" for line in lines))
+        return {SECTION: self.section}
 
 
 def _network_config(src: Path) -> dict:

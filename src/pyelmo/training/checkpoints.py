@@ -116,3 +116,21 @@ def plot_metrics(metrics: Path, out: Path) -> None:
             fig.savefig(tmp, format="png", dpi=100)
     finally:
         plt.close(fig)
+
+
+def save_model_folder(model, vocab, directory: Path, meta: dict, source: dict | None = None) -> None:
+    """A trained ``LanguageModel`` as a native model folder: the biLM, the softmax beside it, ``vocab.txt``;
+    ``source`` (where the run started) and its language recorded in ``config.json``."""
+    from pyelmo.modelio.weights import save_pretrained
+
+    meta = dict(meta)
+    if source:
+        meta["source"] = source
+        if source.get("language"):
+            meta["language"] = source["language"]
+    if hasattr(model.bilm, "save_lexicons"):  # continued from ELMoForManyLangs: their lexicons too
+        directory.mkdir(parents=True, exist_ok=True)
+        meta.update(model.bilm.save_lexicons(directory))
+    save_pretrained(model.bilm, directory, metadata=meta,
+                    extra_tensors={"softmax.weight": model.softmax_weight, "softmax.bias": model.softmax_bias})
+    vocab.save(directory / "vocab.txt")

@@ -74,6 +74,7 @@ class TrainSection:
     eval_every: int = 500  # steps between validation perplexities; 0: only at the end
     checkpoint_every: int = 500  # 0: only at the end
     patience: int = 0  # stop after this many validations without improvement; 0: never
+    freeze_bilm_steps: int | None = None  # --init-from: steps training the softmax alone; unset: 200 for a new softmax, else 0
     keep_best: bool = True  # the final model is the best validated one
     threads: int = 0  # torch intra-op threads; 0: torch's default
     device: str = "auto"  # auto (cuda if available) | cpu | cuda
@@ -276,5 +277,7 @@ def validate(config: TrainConfig) -> None:
     check("train.checkpoint_every", c.train.checkpoint_every >= 0, "non-negative")
     check("train.patience", c.train.patience >= 0, "non-negative")
     check("train.threads", c.train.threads >= 0, "non-negative")
+    check("train.freeze_bilm_steps", c.train.freeze_bilm_steps is None or c.train.freeze_bilm_steps >= 0,
+          "non-negative")
     check("train.products", c.train.products in PRODUCTS, "one of " + ", ".join(map(repr, PRODUCTS)))
     check("train.device", c.train.device in ("auto", "cpu", "cuda"), "'auto', 'cpu' or 'cuda'")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyelmo.training.config import TrainSection
+from pyelmo.training.start import describe
 
 #: The command-line flag of each ``[train]`` limit (``pyelmo train --help``).
 _FLAGS = {"max_steps": "--max-steps", "max_epochs": "--max-epochs", "max_minutes": "--max-minutes"}
@@ -49,7 +50,9 @@ def start_summary(trainer: Any) -> str:
     model, t, plan = trainer.model, trainer.config.train, trainer.plan
     softmax = model.softmax_weight.numel() + model.softmax_bias.numel()
     total = sum(p.numel() for p in model.parameters())
-    vocab_from = (f"from {trainer.init_from}" if trainer.init_from else
+    source = trainer.source
+    built = source is not None and not str(source.get("softmax", "")).startswith("continued")
+    vocab_from = (f"from {trainer.init_from}" if trainer.init_from and not built else
                   f"from {trainer.config.vocab.path}" if trainer.config.vocab.path else
                   f"built from the training text, max_size {trainer.config.vocab.max_size}, "
                   f"min_count {trainer.config.vocab.min_count}")
@@ -65,6 +68,7 @@ def start_summary(trainer: Any) -> str:
         f"plan: {plan.total:,} steps ({plan.per_epoch:,} per epoch, at most {trainer.config.data.batch_tokens:,} "
         f"padded tokens each); {plan.binding}",
     ]
+    lines += describe(source, trainer.freeze)
     also = []
     if t.max_minutes:
         also.append(setting("max_minutes", t.max_minutes))

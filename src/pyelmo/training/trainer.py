@@ -10,6 +10,7 @@ gradient equals that of one process running the whole global batch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import time
@@ -20,19 +21,20 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from pyelmo.config import ElmoConfig
 from pyelmo.runtime.plan import bf16_supported, usable_bf16
 from pyelmo.training.config import TrainConfig, config_from_dict
-from pyelmo.lm.model import LanguageModel, evaluate, language_model_dir, load_language_model
+from pyelmo.lm.model import evaluate
 from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataFiles, DataOrder, resolve_data, shard
-from pyelmo.lm.vocab import DataError, Vocabulary, vocab_from_files
+from pyelmo.lm.vocab import DataError
 from pyelmo.fileio import PathLike, write_text_atomic
 from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,
                                          CheckpointError, copy_dir_atomic, load_checkpoint, metrics_record_step,
-                                         plot_metrics, read_run, remove_stale_temporaries, torch_save_atomic)
+                                         plot_metrics, read_run, remove_stale_temporaries, save_model_folder,
+                                         torch_save_atomic)
 from pyelmo.training.distributed import setup_distributed
 from pyelmo.training.report import Plan, Progress, limit_reached, setting
+from pyelmo.training.start import InitFrom, freeze_steps, init_softmax, starting_point
 from pyelmo.training.step import make_optimizer, training_run_options
 from pyelmo.training.stop import StopRequest
 
@@ -54,7 +56,7 @@ class Trainer:
     """One training run writing into ``out_dir``; ``run()`` trains and saves the model."""
 
     def __init__(self, config: TrainConfig, out_dir: PathLike, data: DataFiles | None = None,
-                 resume: bool = False, init_from: PathLike | None = None, progress: bool = True) -> None:
+                 resume: bool = False, init_from: PathLike | InitFrom | None = None, progress: bool = True) -> None:
         self.out = Path(out_dir)
         self.progress = progress
         self.dist = setup_distributed(config.train.device)
@@ -62,40 +64,28 @@ class Trainer:
         if self.dist.main:
             for folder in (self.out, self.out / "model", self.out / "best"):
                 remove_stale_temporaries(folder)
+        run = None
         if resume:
             self.checkpoint = load_checkpoint(self.out / CHECKPOINT_NAME)
             run = read_run(self.out)
             data = data or DataFiles(run["train_files"], run["valid_files"])
             init_from = run.get("init_from")
-            model_config = ElmoConfig.from_options(run["model_options"])
-            vocab = Vocabulary.load(self.out / "vocab.txt")
         elif data is None:
             raise DataError("no training data given")
+        init = InitFrom(str(init_from)) if init_from is not None and not isinstance(init_from, InitFrom) else init_from
         self.config = config
         self.data = data
-        self.init_from = str(init_from) if init_from else None
+        self.init_from = init.model if init else None
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
-
-        if not resume:
-            if self.init_from:
-                vocab = Vocabulary.load(language_model_dir(self.init_from) / "vocab.txt")
-            elif config.vocab.path:
-                vocab = Vocabulary.load(config.vocab.path)
-            else:
-                vocab = vocab_from_files(data.train, config.vocab.max_size, config.vocab.min_count)
-            model_config = None
-        self.vocab = vocab
-
-        torch.manual_seed(config.train.seed)
-        if self.init_from:
-            self.model = load_language_model(self.init_from, dropout=config.train.dropout)[0]
-        else:
-            mc = model_config or config.model_config()
-            self.model = LanguageModel(mc, len(vocab), dropout=config.train.dropout,
-                                       init_std=config.softmax.init_std)
+        start = starting_point(config, data.train, None if resume else init, run, self.out)
+        self.model, self.vocab, self.source = start.model, start.vocab, start.source
+        vocab = self.vocab
         if self.model.vocab_size != len(vocab):
             raise DataError(f"softmax has {self.model.vocab_size} rows but the vocabulary {len(vocab)} words")
+        # phase 1: the softmax alone for this many steps (resolved once and kept in run.json's config)
+        self.freeze = freeze_steps(config.train.freeze_bilm_steps, start)
+        config.train = dataclasses.replace(config.train, freeze_bilm_steps=self.freeze)
         self.model.to(self.dist.device)
         if config.train.bf16 and self.dist.device.type == "cpu":
             usable_bf16(True)  # warns where the CPU lacks bfloat16 instructions (autocast() then stays float32)
@@ -110,15 +100,12 @@ class Trainer:
                                d.pool_batches)
         self.plan = Plan.of(len(self.order.epoch_batches(0)), config.train)
 
+        if start.built_softmax and not resume:
+            init_softmax(self.model, vocab, self.train_text)
         self.run_options = training_run_options(config.train.products)
         self.optimizer = make_optimizer(self.model.parameters(), config.optim)
-        if self.dist.world > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.dist.device.index] if self.dist.device.type == "cuda" else None
-            self.ddp: torch.nn.Module = DistributedDataParallel(self.model, device_ids=ids)
-        else:
-            self.ddp = self.model
+        self.ddp: torch.nn.Module = self.model
+        self.frozen: bool | None = None  # whether the biLM is frozen (phase 1) in the current wrapper
 
         self.step = 0
         self.tokens = 0
@@ -138,7 +125,7 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.vocab.save(self.out / "vocab.txt")
         run = {"config": self.config.to_dict(), "train_files": self.data.train, "valid_files": self.data.valid,
-               "init_from": self.init_from, "model_options": self.model.bilm.config.to_options(),
+               "init_from": self.init_from, "source": self.source, "model_options": self.model.bilm.config.to_options(),
                "world_size": self.dist.world}
         write_text_atomic(self.out / METRICS_NAME, "")
         # a step-0 checkpoint before run.json: a run that has a run.json can always be resumed
@@ -187,8 +174,24 @@ class Trainer:
             return torch.autocast(device_type=self.dist.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
+    def _set_phase(self) -> None:
+        """Phase 1 (``step < train.freeze_bilm_steps``) trains the softmax alone: the biLM's parameters
+        get no gradient, so the optimizer leaves them bit-identical. DDP wraps what each phase trains."""
+        frozen = self.step < self.freeze
+        if frozen == self.frozen:
+            return
+        self.frozen = frozen
+        for p in self.model.bilm.parameters():
+            p.requires_grad_(not frozen)
+        if self.dist.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.dist.device.index] if self.dist.device.type == "cuda" else None
+            self.ddp = DistributedDataParallel(self.model, device_ids=ids)
+
     def train_step(self, rows: np.ndarray) -> torch.Tensor:
         """One optimizer step on a global batch; returns the global ``[nll_fwd, nll_bwd, count]``."""
+        self._set_phase()
         seed = self.config.train.seed
         torch.manual_seed(int(np.random.default_rng([seed, 2, self.step, self.dist.rank]).integers(2**62)))
         lengths = self.train_text.lengths[rows]
@@ -320,17 +323,12 @@ class Trainer:
         return False
 
     def _save_model(self, directory: Path) -> None:
-        from pyelmo.modelio.weights import save_pretrained
-
         meta = {"training": {"steps": self.step, "tokens": self.tokens, "epoch": self.order.epoch,
                              "best_valid_ppl": self.best, "vocab_size": len(self.vocab),
                              "max_length": self.config.data.max_length, "config": self.config.to_dict(),
                              "init_from": self.init_from, "world_size": self.dist.world,
                              "softmax": ["softmax.weight", "softmax.bias"]}}
-        save_pretrained(self.model.bilm, directory, metadata=meta,
-                        extra_tensors={"softmax.weight": self.model.softmax_weight,
-                                       "softmax.bias": self.model.softmax_bias})
-        self.vocab.save(directory / "vocab.txt")
+        save_model_folder(self.model, self.vocab, directory, meta, self.source)
 
     def _save_final(self, last_loss: float | None) -> Path:
         model_dir = self.out / "model"
@@ -347,7 +345,7 @@ class Trainer:
 
 def train(config: TrainConfig | dict, out_dir: PathLike, data_dir: PathLike | None = None,
           train_files: Sequence[PathLike] | None = None, valid_files: Sequence[PathLike] | None = None,
-          resume: bool = False, init_from: PathLike | None = None, progress: bool = False) -> TrainResult:
+          resume: bool = False, init_from: PathLike | InitFrom | None = None, progress: bool = False) -> TrainResult:
     """Python API of ``pyelmo train``."""
     if isinstance(config, dict):
         config = config_from_dict(config)

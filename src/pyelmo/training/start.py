@@ -1,0 +1,218 @@
+"""Where a training run starts: a new biLM, or a trained one continued (``pyelmo train --init-from``).
+
+A source with a softmax and its vocabulary (a folder ``pyelmo train`` or ``pyelmo export`` wrote, the
+shipped model) continues as it is. Any other biLM that ``--model`` accepts (a released model by name,
+a URL or NLPL-style archive, a bilm-tf options + HDF5 pair, a folder converted from ELMoForManyLangs)
+has no softmax, and ``new_softmax`` asks for one over the run's vocabulary on any source: each word's
+output vector starts as the biLM's own layer-0 vector of that word (scaled so that the first logits
+vary mildly around the biases), each bias as the word's log frequency in the training text, so the
+first step predicts about the unigram distribution, with similar words alike;
+``train.freeze_bilm_steps`` steps then train the softmax alone (docs/TRAINING.md, "Adapt a released
+model").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from pyelmo.errors import WeightFileError
+from pyelmo.lm.model import LanguageModel, language_model_dir, load_language_model
+from pyelmo.lm.text import TokenizedText
+from pyelmo.lm.vocab import DataError, Vocabulary, vocab_from_files
+from pyelmo.training.config import TrainConfig
+
+#: ``train.freeze_bilm_steps`` when the config leaves it unset and the softmax is new (docs/TRAINING.md).
+DEFAULT_FREEZE_STEPS = 200
+#: The standard deviation of a new softmax's first logits around its biases (docs/TRAINING.md).
+LOGIT_STD = 0.5
+
+
+@dataclass
+class InitFrom:
+    """``pyelmo train --init-from MODEL [--init-weight-file W] [--new-softmax]``."""
+
+    model: str
+    weight_file: str | None = None
+    new_softmax: bool = False  # a new softmax over the run's vocabulary even when the source has one
+
+
+@dataclass
+class Start:
+    """A run's first model and vocabulary, and where they came from (``None`` for a new biLM)."""
+
+    model: LanguageModel
+    vocab: Vocabulary
+    source: dict[str, Any] | None = None
+    built_softmax: bool = False  # the softmax is new: initialise it from the data (``init_softmax``)
+
+
+def _has_softmax(path: Path) -> bool:
+    """Whether a folder ``language_model_dir`` accepted holds a softmax (not just a biLM)."""
+    if (path / "softmax.hdf5").is_file():
+        return True
+    from safetensors import safe_open
+
+    from pyelmo.modelio.weights import WEIGHTS_NAME
+
+    try:
+        with safe_open(str(path / WEIGHTS_NAME), framework="pt") as f:
+            return "softmax.weight" in f.keys() and (path / "vocab.txt").is_file()
+    except Exception:  # an unreadable file: loading it names the problem
+        return True
+
+
+def _lm_folder(model: str | None) -> Path | None:
+    """The folder of ``model`` when it holds a softmax and vocabulary, else None."""
+    try:
+        path = language_model_dir(model)
+    except WeightFileError:
+        return None
+    return path if _has_softmax(path) else None
+
+
+def _format(model: str, weight_file: str | None, bilm: torch.nn.Module) -> str:
+    from pyelmo.modelio import hub
+
+    if weight_file:
+        return "bilm-tf"
+    if hasattr(bilm, "save_lexicons"):
+        return "elmoformanylangs"
+    if model in hub.RELEASES or hub.is_url(model) or hub.is_archive(model):
+        return "released"
+    return "bilm-tf" if not (Path(model) / "config.json").is_file() else "pyelmo"
+
+
+def _refuse_unconverted(model: str) -> None:
+    path = Path(model)
+    if path.is_dir() and (path / "char.dic").is_file() and (path / "encoder.pkl").is_file():
+        raise WeightFileError(f"{path} is an ELMoForManyLangs model folder: convert it first "
+                              f"('pyelmo convert elmoformanylangs {path} OUT'), then --init-from OUT")
+
+
+def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[], Vocabulary],
+               given_vocab: Vocabulary | None, dropout: float, new_softmax: bool = False) -> Start:
+    """The first model of a run continued from ``model`` (anything ``--model`` accepts; ``weight_file``:
+    the HDF5 file of a bilm-tf options file ``model``). A new softmax is over ``run_vocab()`` (``vocab.path``
+    or built from the training text); a source's own softmax comes with its vocabulary, which a
+    ``given_vocab`` (``vocab.path``) must equal."""
+    from pyelmo.modelio.load import load, model_language
+    from pyelmo.modelio.weights import model_fingerprint
+
+    name = "english" if model is None else str(model)
+    if not weight_file:
+        _refuse_unconverted(name)
+    folder = None if weight_file or new_softmax else _lm_folder(model)
+    if folder is not None:
+        lm, vocab = load_language_model(folder, dropout=dropout)
+        if given_vocab is not None and given_vocab.words != vocab.words:
+            raise DataError(f"the vocabulary given differs from {name}'s ({folder / 'vocab.txt'}: one softmax row "
+                            "per word): drop --vocab to continue with it, or add --new-softmax to build a softmax "
+                            "over the new vocabulary")
+        bilm, softmax = lm.bilm, "continued from the source"
+    else:
+        source = load(model, weight_file)
+        bilm = source.with_dropout(dropout) if hasattr(source, "with_dropout") else _with_dropout(source, dropout)
+        vocab = run_vocab()
+        lm = LanguageModel(bilm.config, len(vocab), dropout=dropout, bilm=bilm)
+        softmax = "built over the run's vocabulary"
+    info = {"model": name, "weight_file": str(weight_file) if weight_file else None,
+            "format": _format(name, weight_file, bilm), "fingerprint": model_fingerprint(bilm),
+            "language": model_language(model, weight_file), "softmax": softmax}
+    return Start(lm, vocab, info, built_softmax=folder is None)
+
+
+def _with_dropout(bilm: torch.nn.Module, dropout: float) -> torch.nn.Module:
+    from pyelmo.modeling.bilm import BiLM
+
+    copy = BiLM(bilm.config, dropout=dropout)
+    copy.load_state_dict(bilm.state_dict())
+    return copy
+
+
+@torch.no_grad()
+def init_softmax(model: LanguageModel, vocab: Vocabulary, text: TokenizedText, chunk: int = 4096,
+                 sample: int = 64) -> None:
+    """A new softmax's start: each row the biLM's layer-0 vector of its word, all scaled so that the logits
+    of the top-layer states of ``sample`` training sentences have standard deviation ``LOGIT_STD``; each bias the
+    word's add-one log frequency in ``text`` (``<S>`` and ``</S>`` once per sentence)."""
+    from pyelmo.modeling.characters import batch_to_ids
+
+    encoder, max_chars = model.bilm.token_encoder, model.bilm.config.char_cnn.max_characters_per_token
+    device = model.softmax_weight.device
+    was_training = model.training
+    model.eval()
+    rows = []
+    for start in range(0, len(vocab), chunk):
+        ids = batch_to_ids([[w] for w in vocab.words[start:start + chunk]], max_chars)[:, 0]
+        rows.append(encoder(ids.to(device)).float())
+    weight = torch.nn.functional.normalize(torch.cat(rows), dim=1)
+    batch = text.batch(np.arange(min(sample, len(text))))
+    states = model.hidden(batch.char_ids.to(device), batch.targets.to(device))[0].float()
+    model.train(was_training)
+    weight *= LOGIT_STD / (states @ weight.t()).std().clamp_min(1e-6)
+    counts = np.bincount(text.type_vocab[:-1].numpy()[text.tokens], minlength=len(vocab)).astype(np.float64)
+    counts[vocab.id("<S>")] += len(text)
+    counts[vocab.id("</S>")] += len(text)
+    bias = np.log((counts + 1) / (counts.sum() + len(vocab)))
+    model.softmax_weight.copy_(weight)
+    model.softmax_bias.copy_(torch.from_numpy(bias).float())
+
+
+def freeze_steps(configured: int | None, start: Start | None) -> int:
+    """``train.freeze_bilm_steps`` as it applies: the configured number, else ``DEFAULT_FREEZE_STEPS`` when
+    the softmax is new and 0 otherwise."""
+    if configured is not None:
+        return configured
+    return DEFAULT_FREEZE_STEPS if start is not None and start.built_softmax else 0
+
+
+def describe(source: dict[str, Any] | None, freeze: int) -> list[str]:
+    """The start summary's lines about the source."""
+    if source is None:
+        return []
+    lines = [f"continued from: {source['model']}"
+             + (f" + {source['weight_file']}" if source.get("weight_file") else "")
+             + f" ({source['format']}, fingerprint {source['fingerprint'][:12]}); softmax {source['softmax']}"]
+    if freeze:
+        lines.append(f"phase 1: the softmax alone for {freeze:,} steps (train.freeze_bilm_steps), then everything")
+    return lines
+
+
+def resume_model(run: dict[str, Any], vocab: Vocabulary, dropout: float) -> LanguageModel:
+    """The model a run folder's checkpoint loads into: built from its ``run.json`` (``model_options``), or,
+    for a biLM continued from ELMoForManyLangs (their lexicons), from the recorded source again."""
+    from pyelmo.config import ElmoConfig
+
+    source = run.get("source") or {}
+    if source.get("format") == "elmoformanylangs":
+        from pyelmo.modelio.load import load
+
+        bilm = load(source["model"]).with_dropout(dropout)
+        return LanguageModel(bilm.config, len(vocab), dropout=dropout, bilm=bilm)
+    return LanguageModel(ElmoConfig.from_options(run["model_options"]), len(vocab), dropout=dropout)
+
+
+def starting_point(config: TrainConfig, train_files: Sequence[str], init: InitFrom | None,
+                   run: dict[str, Any] | None, out: Path) -> Start:
+    """A run's first model and vocabulary: resumed (``run``: its ``run.json``; the checkpoint then loads
+    into it), continued from ``init``, or new (``vocab.path`` or a vocabulary built from the text)."""
+    dropout = config.train.dropout
+    if run is not None:
+        vocab = Vocabulary.load(out / "vocab.txt")
+        return Start(resume_model(run, vocab, dropout), vocab, run.get("source"))
+    given = Vocabulary.load(config.vocab.path) if config.vocab.path else None
+
+    def run_vocab() -> Vocabulary:
+        return given or vocab_from_files(train_files, config.vocab.max_size, config.vocab.min_count)
+
+    torch.manual_seed(config.train.seed)
+    if init is not None:
+        return load_start(init.model, init.weight_file, run_vocab, given, dropout, init.new_softmax)
+    vocab = run_vocab()
+    return Start(LanguageModel(config.model_config(), len(vocab), dropout=dropout, init_std=config.softmax.init_std),
+                 vocab)
