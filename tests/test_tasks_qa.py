@@ -13,8 +13,11 @@ import torch
 from pyelmo.cli import main
 from pyelmo.tasks.metrics import answer_f1, normalize_answer, squad_metrics
 from pyelmo.tasks.model import ModelConfig
-from pyelmo.tasks.reader import Reader
+from pyelmo.errors import InputError
+from pyelmo.tasks.options import TrainOptions
+from pyelmo.tasks.reader import QARunner, Reader
 from pyelmo.tasks.squad import read_squad, tokenize_with_offsets
+from pyelmo.tasks.train import load_task, train_task
 
 from test_tasks import BILM_ARGS
 
@@ -142,9 +145,89 @@ def test_train_evaluate_predict(qa, capsys):
     assert "'options.max_answer_tokens'" in capsys.readouterr().err
 
 
-def test_elmo_output_is_refused_for_qa(qa, capsys):
-    assert main(_train_args(qa, qa / "train.json", "never", "--elmo-output")) == 1
-    assert "--elmo-output does not apply to qa" in capsys.readouterr().err and not (qa / "never").exists()
+@pytest.fixture
+def recorded(monkeypatch) -> list[dict]:
+    """Each dev evaluation during training: the reader's logits on all of dev (one batch) and its answers."""
+    evaluations: list[dict] = []
+    evaluate = QARunner.evaluate
+
+    def recording(self, examples, desc=""):
+        answers = self.predict(examples)  # (caches the layers, eval mode)
+        evaluations.append({"logits": self.model.logits(*self._batch(examples, False)[:2]), "answers": answers})
+        return evaluate(self, examples, desc)
+
+    monkeypatch.setattr(QARunner, "evaluate", torch.no_grad()(recording))
+    return evaluations
+
+
+def test_elmo_output_train_evaluate_predict_reload(qa, capsys, recorded):
+    """--elmo-output: output mixes of passage and question (four mixes), saved and reloaded exactly."""
+    out = qa / "model"
+    assert main(_train_args(qa, qa / "train.json", "model", "--features", "static+elmo", "--elmo-output",
+                            "--max-epochs", "3", "--patience", "3")) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["model"]["elmo_output"] and saved["features"] == "static+elmo"
+    from safetensors.torch import load_file
+
+    weights = load_file(str(out / "model.safetensors"))
+    assert sorted(k for k in weights if k.endswith("scalar_parameters")) == [
+        f"mixes.{i}.scalar_parameters" for i in range(4)]
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(out), "--test", str(qa / "dev.json"), "--json", "--quiet"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert set(metrics) == {"exact_match", "f1", "n"} and metrics["n"] == 6
+    pred = qa / "pred.json"
+    assert main(["task", "predict", str(out), str(qa / "dev.json"), str(pred), "--quiet"]) == 0
+    answers = json.loads(pred.read_text())
+    contexts = {q.id: q.context for q in read_squad(qa / "dev.json")}
+    assert set(answers) == set(contexts) and all(answers[i] and answers[i] in contexts[i] for i in answers)
+    # the reloaded reader is the best epoch's: the same logits and answers as at that dev evaluation
+    history = saved["training"]["history"]
+    best = recorded[history.index(max(history, key=lambda h: h["dev"]["f1"]))]
+    runner = load_task(out, progress=False)
+    dev = read_squad(qa / "dev.json")
+    assert runner.predict(dev) == best["answers"] == [answers[e.id] for e in dev]
+    with torch.no_grad():
+        for got, want in zip(runner.model.logits(*runner._batch(dev, False)[:2]), best["logits"]):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("top_only", [False, True])
+def test_output_mixes_reach_the_spans_and_the_mix_penalty(top_only):
+    """H = [encoder(passage); ELMo_out(passage)], U likewise: the output mixes get gradients from the span
+    loss, and the L2 penalty covers all four mixes (input and output, passage and question)."""
+    h, layers, dim = 3, 3, 4
+    model = Reader(ModelConfig(kind="qa", n_labels=2, elmo_layers=layers, elmo_dim=dim, elmo_output=True,
+                               top_only=top_only, hidden=h))
+    assert len(model.mixes) == 4 and all(m.mixture_size == (1 if top_only else layers) for m in model.mixes)
+    assert model.similarity.in_features == 3 * (2 * h + dim)
+    torch.manual_seed(0)
+    pmask, qmask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2]), torch.tensor([[True] * 3, [True, True, False]])
+    passage, question = (None, torch.randn(2, layers, 5, dim), pmask), (None, torch.randn(2, layers, 3, dim), qmask)
+    model.loss(passage, question, torch.tensor([[1, 2], [0, 0]])).backward()
+    for mix in model.mixes:
+        assert mix.gamma.grad.abs() > 0
+    model.zero_grad()
+    weights = [[0.0] * 3, [0.0] * 3, [0.5, -1.0, 2.0], [1.0, 0.0, -3.0]]  # only the output mixes are off 0
+    with torch.no_grad():
+        for mix, w in zip(model.mixes, weights):
+            mix.scalar_parameters.copy_(torch.tensor(w[-mix.mixture_size:]))
+    penalty = model.mix_penalty(0.1)
+    n = model.mixes[0].mixture_size
+    expected = 0.1 * sum(x * x for w in weights[2:] for x in w[-n:])  # 1.525 (all layers), 1.3 (the top one)
+    assert expected > 0 and float(penalty.detach()) == pytest.approx(expected)
+    penalty.backward()
+    for mix in model.mixes[2:]:
+        torch.testing.assert_close(mix.scalar_parameters.grad, 0.2 * mix.scalar_parameters.detach())
+
+
+def test_elmo_output_without_elmo_is_refused(qa, capsys):
+    assert main(_train_args(qa, qa / "train.json", "never", "--features", "static", "--elmo-output")) == 1
+    err = capsys.readouterr().err
+    assert "--elmo-output needs ELMo features" in err and not (qa / "never").exists()
+    with pytest.raises(InputError, match="--elmo-output needs ELMo features"):  # the other kinds alike, before reading
+        train_task("classify", qa / "missing.tsv", qa / "missing.tsv", qa / "never",
+                   TrainOptions(features="static", elmo_output=True, progress=False))
 
 
 @pytest.mark.parametrize("mutate,message", [

@@ -56,7 +56,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "the mix near an average)")
     f.add_argument("--elmo-output", action="store_true",
                    help="also concatenate a second ELMo mix to the encoder's output (paper Table 3; "
-                        "classify and tag)")
+                        "qa: one for the passage and one for the question); needs --features elmo or "
+                        "static+elmo")
     f.add_argument("--bilm-context", choices=["line", "sentence"], default=None,
                    help="what the biLM reads: the whole example at once (line), or each sentence of it on "
                         "its own, its layers concatenated back in token order (sentence; pieces longer than "

@@ -86,7 +86,7 @@ class TaskModel(nn.Module):
             self.crf = CRF(c.n_labels, batch_first=True)
 
     def elmo(self, layers: torch.Tensor, which: int, mask: torch.Tensor) -> torch.Tensor:
-        """Mix ``which`` (0: encoder input, 1: output) of cached layers ``(B, L, T, D)``, with dropout."""
+        """Mix ``which`` (0: encoder input, 1: output; the reader numbers its own) of ``(B, L, T, D)``, with dropout."""
         if self.config.top_only:
             layers = layers[:, -1:]
         return self.elmo_dropout(self.mixes[which](layers.unbind(1), mask))

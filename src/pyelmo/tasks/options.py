@@ -44,6 +44,9 @@ class TrainOptions:
         for name in ("max_epochs", "batch_size", "hidden", "max_answer_tokens"):
             if getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.elmo_output and not self.uses_elmo:
+            raise InputError(f"--elmo-output needs ELMo features (--features elmo or static+elmo), "
+                             f"got --features {self.features}")
         if self.mix_l2 < 0:
             raise InputError("--mix-l2 must not be negative")
         if self.min_steps < 0:

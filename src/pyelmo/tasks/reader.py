@@ -2,7 +2,9 @@
 
 Question and passage tokens get features as in the other task models (a frozen static vector and/or
 a :class:`ScalarMix` of the cached biLM layers, here one mix for the passage and one for the
-question) -> a shared BiLSTM encoder (H for the passage, U for the question) -> BiDAF's attention:
+question) -> a shared BiLSTM encoder (H for the passage, U for the question; with ``elmo_output``,
+ELMo at the output of the task RNN too: ``H = [encoder(passage); ELMo_out(passage)]``, likewise U,
+from a second pair of mixes of the same layers) -> BiDAF's attention:
 similarity ``S_tj = w . [h_t; u_j; h_t * u_j]``, context-to-question ``U~ = softmax_j(S) U``,
 question-to-context ``h~ = softmax_t(max_j S) H`` -> ``G = [H; U~; H * U~; H * h~]`` -> a modelling
 BiLSTM (M) -> start logits from ``[G; M]``, end logits from ``[G; M2]`` with ``M2 = BiLSTM(M)``.
@@ -40,37 +42,41 @@ class Reader(nn.Module):
         super().__init__()
         self.config = c = config
         in_dim = add_static(self, c, static_table)
-        if c.elmo_layers:
-            self.mixes = nn.ModuleList(ScalarMix(1 if c.top_only else c.elmo_layers) for _ in range(2))
+        self.output_mix = bool(c.elmo_layers and c.elmo_output)
+        if c.elmo_layers:  # mixes 0, 1: passage, question at the encoder's input; 2, 3: at its output
+            n = 1 if c.top_only else c.elmo_layers
+            self.mixes = nn.ModuleList(ScalarMix(n) for _ in range(4 if self.output_mix else 2))
             self.elmo_dropout = nn.Dropout(c.elmo_dropout)
             in_dim += c.elmo_dim
         if in_dim == 0:
             raise ValueError("a reader needs static vectors, ELMo or both")
         h = c.hidden
+        d = 2 * h + (c.elmo_dim if self.output_mix else 0)  # the width of H and U
         self.encoder = nn.LSTM(in_dim, h, batch_first=True, bidirectional=True)
-        self.similarity = nn.Linear(6 * h, 1)
-        self.modelling = nn.LSTM(8 * h, h, batch_first=True, bidirectional=True)
+        self.similarity = nn.Linear(3 * d, 1)
+        self.modelling = nn.LSTM(4 * d, h, batch_first=True, bidirectional=True)
         self.end_lstm = nn.LSTM(2 * h, h, batch_first=True, bidirectional=True)
-        self.start_out = nn.Linear(10 * h, 1)
-        self.end_out = nn.Linear(10 * h, 1)
+        self.start_out = nn.Linear(4 * d + 2 * h, 1)
+        self.end_out = nn.Linear(4 * d + 2 * h, 1)
         self.dropout = nn.Dropout(c.dropout)
 
+    elmo = TaskModel.elmo
     mix_penalty = TaskModel.mix_penalty
 
-    def _embed(self, static, layers, mask, which: int) -> torch.Tensor:
-        parts = []
-        if self.config.static_dim:
-            parts.append(static_vectors(self, static))
+    def _encode(self, static, layers, mask, which: int) -> torch.Tensor:
+        """H (``which`` 0: the passage) or U (1: the question), ``(B, T, d)``."""
+        parts = [static_vectors(self, static)] if self.config.static_dim else []
         if self.config.elmo_layers:
-            if self.config.top_only:
-                layers = layers[:, -1:]
-            parts.append(self.elmo_dropout(self.mixes[which](layers.unbind(1), mask)))
-        return self.dropout(_lstm(self.encoder, torch.cat(parts, dim=-1), mask))
+            parts.append(self.elmo(layers, which, mask))
+        out = _lstm(self.encoder, torch.cat(parts, dim=-1), mask)
+        if self.output_mix:
+            out = torch.cat([out, self.elmo(layers, 2 + which, mask)], dim=-1)
+        return self.dropout(out)
 
     def logits(self, passage, question) -> tuple[torch.Tensor, torch.Tensor]:
         """Start and end logits ``(B, T)`` (padding -inf); ``passage``/``question``: ``(static, layers, mask)``."""
         pmask, qmask = passage[2], question[2]
-        H, U = self._embed(*passage, 0), self._embed(*question, 1)  # (B, T, 2h), (B, J, 2h)
+        H, U = self._encode(*passage, 0), self._encode(*question, 1)  # (B, T, d), (B, J, d)
         w = self.similarity.weight.view(3, -1)
         S = ((H @ w[0]).unsqueeze(2) + (U @ w[1]).unsqueeze(1) + (H * w[2]) @ U.transpose(1, 2)
              + self.similarity.bias)  # (B, T, J)

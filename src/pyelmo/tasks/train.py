@@ -161,8 +161,6 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     options = replace(options, bilm_context=options.bilm_context or DEFAULT_CONTEXT[kind])
     out = Path(out_dir)
     _check_out_dir(out)
-    if kind == "qa" and options.elmo_output:
-        raise InputError("--elmo-output does not apply to qa (the reader mixes ELMo for the question and the passage)")
     full_train = read_examples(kind, train_file, options.pretokenized, training=True)
     check_kind(kind, full_train, train_file)
     train = _subsample(full_train, options.train_fraction)
@@ -183,7 +181,7 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
         static_dim=static.dim if static else 0, static_size=len(static.words) if static else 0,
         elmo_layers=bilm_model.config.num_layers if bilm_model else 0,
         elmo_dim=bilm_model.config.output_dim if bilm_model else 0,
-        elmo_output=options.elmo_output and options.uses_elmo, top_only=options.top_only,
+        elmo_output=options.elmo_output, top_only=options.top_only,
         hidden=options.hidden, dropout=options.dropout, elmo_dropout=options.elmo_dropout)
     torch.manual_seed(options.seed)
     model = build_model(config, torch.from_numpy(static.vectors) if static else None)
