@@ -78,15 +78,12 @@ def test_a_bilm_tf_pair_adapts_with_a_built_softmax_and_a_frozen_first_phase(cor
     assert len(changed) > 10
 
 
-def test_the_built_softmax_starts_from_layer_0_and_the_unigram_frequencies(corpus, tmp_path):
-    tr = Trainer(config_from_dict(_config()), tmp_path / "run", data=_data(corpus),
+@pytest.mark.parametrize("rows", ["zero", "layer0"])
+def test_a_new_softmax_starts_from_the_unigram_frequencies(corpus, tmp_path, rows):
+    config = _config()
+    config["softmax"]["new_rows"] = rows
+    tr = Trainer(config_from_dict(config), tmp_path / "run", data=_data(corpus),
                  init_from=InitFrom(str(OPTIONS), str(WEIGHTS)), progress=False)
-    source = load_bilm_hdf5(OPTIONS, WEIGHTS)
-    words = tr.vocab.words[3:8]
-    with torch.no_grad():
-        layer0 = source.token_encoder(batch_to_ids([[w] for w in words])[:, 0])
-    rows = tr.model.softmax_weight.detach()[[tr.vocab.id(w) for w in words]]
-    assert torch.allclose(torch.nn.functional.cosine_similarity(rows, layer0), torch.ones(len(words)), atol=1e-5)
     counts = {w: 0 for w in tr.vocab.words}
     for line in (corpus / "train" / "part.txt").read_text().splitlines():
         for w in line.split():
@@ -94,11 +91,20 @@ def test_the_built_softmax_starts_from_layer_0_and_the_unigram_frequencies(corpu
     total = sum(counts.values()) + 2 * 120 + len(tr.vocab)  # <S> and </S> once per sentence, add-one
     assert float(tr.model.softmax_bias[tr.vocab.id("patient")].detach()) == pytest.approx(
         np.log((counts["patient"] + 1) / total), abs=1e-5)
-    # the rows move the first logits mildly around the biases: about the unigram model's perplexity
     start = tr.validate()["ppl"]
+    weight = tr.model.softmax_weight.detach().clone()
     with torch.no_grad():
         tr.model.softmax_weight.zero_()
-    assert start <= 1.2 * tr.validate()["ppl"]
+    unigram = tr.validate()["ppl"]
+    if rows == "zero":
+        assert torch.equal(weight, torch.zeros_like(weight)) and start == unigram
+    else:  # each row along its word's layer-0 vector; the logits move mildly around the biases
+        words = tr.vocab.words[3:8]
+        with torch.no_grad():
+            layer0 = load_bilm_hdf5(OPTIONS, WEIGHTS).token_encoder(batch_to_ids([[w] for w in words])[:, 0])
+        cosines = torch.nn.functional.cosine_similarity(weight[[tr.vocab.id(w) for w in words]], layer0)
+        assert torch.allclose(cosines, torch.ones(len(words)), atol=1e-5)
+        assert unigram < start <= 1.2 * unigram
 
 
 def _data(corpus):

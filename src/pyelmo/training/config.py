@@ -47,6 +47,7 @@ class DataSection:
 class SoftmaxSection:
     negatives: int = 8192  # unique log-uniform samples per batch; 0: full softmax for training
     init_std: float = 0.0  # 0: 1 / sqrt(projection_dim)
+    new_rows: str = "zero"  # --init-from, a new softmax's rows: zero | layer0 (docs/TRAINING.md)
 
 
 @dataclass
@@ -57,7 +58,7 @@ class OptimSection:
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])  # AdamW
     weight_decay: float = 0.0  # AdamW
     eps: float = 1e-8  # AdamW
-    warmup_steps: int = 0  # linear learning-rate warm-up
+    warmup_steps: int = 0  # linear learning-rate warm-up (again after train.freeze_bilm_steps)
     clip_norm: float = 10.0  # global gradient-norm clip; 0 disables
 
 
@@ -260,6 +261,7 @@ def validate(config: TrainConfig) -> None:
     check("data.max_valid_sentences", c.data.max_valid_sentences >= 0, "non-negative")
     check("softmax.negatives", c.softmax.negatives >= 0, "non-negative")
     check("softmax.init_std", c.softmax.init_std >= 0, "non-negative")
+    check("softmax.new_rows", c.softmax.new_rows in ("zero", "layer0"), "'zero' or 'layer0'")
     check("optim.name", c.optim.name in ("adagrad", "adamw"), "'adagrad' or 'adamw'")
     check("optim.lr", c.optim.lr > 0, "positive")
     check("optim.initial_accumulator", c.optim.initial_accumulator >= 0, "non-negative")

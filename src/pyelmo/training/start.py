@@ -3,12 +3,11 @@
 A source with a softmax and its vocabulary (a folder ``pyelmo train`` or ``pyelmo export`` wrote, the
 shipped model) continues as it is. Any other biLM that ``--model`` accepts (a released model by name,
 a URL or NLPL-style archive, a bilm-tf options + HDF5 pair, a folder converted from ELMoForManyLangs)
-has no softmax, and ``new_softmax`` asks for one over the run's vocabulary on any source: each word's
-output vector starts as the biLM's own layer-0 vector of that word (scaled so that the first logits
-vary mildly around the biases), each bias as the word's log frequency in the training text, so the
-first step predicts about the unigram distribution, with similar words alike;
-``train.freeze_bilm_steps`` steps then train the softmax alone (docs/TRAINING.md, "Adapt a released
-model").
+has no softmax, and ``new_softmax`` asks for one over the run's vocabulary on any source: each
+bias starts as the word's log frequency in the training text and each row at zero (or the biLM's own
+layer-0 vector of the word: ``softmax.new_rows``), so the first step predicts the unigram
+distribution; ``train.freeze_bilm_steps`` steps then train the softmax alone (docs/TRAINING.md,
+"Adapt a released model", measures both starts).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from pyelmo.training.config import TrainConfig
 
 #: ``train.freeze_bilm_steps`` when the config leaves it unset and the softmax is new (docs/TRAINING.md).
 DEFAULT_FREEZE_STEPS = 200
-#: The standard deviation of a new softmax's first logits around its biases (docs/TRAINING.md).
+#: ``softmax.new_rows = "layer0"``: the standard deviation of the first logits around the biases.
 LOGIT_STD = 0.5
 
 
@@ -135,11 +134,22 @@ def _with_dropout(bilm: torch.nn.Module, dropout: float) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def init_softmax(model: LanguageModel, vocab: Vocabulary, text: TokenizedText, chunk: int = 4096,
-                 sample: int = 64) -> None:
-    """A new softmax's start: each row the biLM's layer-0 vector of its word, all scaled so that the logits
-    of the top-layer states of ``sample`` training sentences have standard deviation ``LOGIT_STD``; each bias the
-    word's add-one log frequency in ``text`` (``<S>`` and ``</S>`` once per sentence)."""
+def init_softmax(model: LanguageModel, vocab: Vocabulary, text: TokenizedText, rows: str = "zero",
+                 chunk: int = 4096, sample: int = 64) -> None:
+    """A new softmax's start: each bias the word's add-one log frequency in ``text`` (``<S>`` and ``</S>``
+    once per sentence), so the first step predicts the unigram distribution; rows zero, or with ``rows =
+    "layer0"`` the biLM's layer-0 vector of each word, scaled so that the logits of the top-layer states
+    of ``sample`` training sentences vary around the biases with standard deviation ``LOGIT_STD``."""
+    counts = np.bincount(text.type_vocab[:-1].numpy()[text.tokens], minlength=len(vocab)).astype(np.float64)
+    counts[vocab.id("<S>")] += len(text)
+    counts[vocab.id("</S>")] += len(text)
+    model.softmax_bias.copy_(torch.from_numpy(np.log((counts + 1) / (counts.sum() + len(vocab)))).float())
+    model.softmax_weight.zero_()
+    if rows == "layer0":
+        model.softmax_weight.copy_(_layer0_rows(model, vocab, text, chunk, sample))
+
+
+def _layer0_rows(model: LanguageModel, vocab: Vocabulary, text: TokenizedText, chunk: int, sample: int) -> torch.Tensor:
     from pyelmo.modeling.characters import batch_to_ids
 
     encoder, max_chars = model.bilm.token_encoder, model.bilm.config.char_cnn.max_characters_per_token
@@ -154,13 +164,7 @@ def init_softmax(model: LanguageModel, vocab: Vocabulary, text: TokenizedText, c
     batch = text.batch(np.arange(min(sample, len(text))))
     states = model.hidden(batch.char_ids.to(device), batch.targets.to(device))[0].float()
     model.train(was_training)
-    weight *= LOGIT_STD / (states @ weight.t()).std().clamp_min(1e-6)
-    counts = np.bincount(text.type_vocab[:-1].numpy()[text.tokens], minlength=len(vocab)).astype(np.float64)
-    counts[vocab.id("<S>")] += len(text)
-    counts[vocab.id("</S>")] += len(text)
-    bias = np.log((counts + 1) / (counts.sum() + len(vocab)))
-    model.softmax_weight.copy_(weight)
-    model.softmax_bias.copy_(torch.from_numpy(bias).float())
+    return weight * (LOGIT_STD / (states @ weight.t()).std().clamp_min(1e-6))
 
 
 def freeze_steps(configured: int | None, start: Start | None) -> int:

@@ -101,7 +101,7 @@ class Trainer:
         self.plan = Plan.of(len(self.order.epoch_batches(0)), config.train)
 
         if start.built_softmax and not resume:
-            init_softmax(self.model, vocab, self.train_text)
+            init_softmax(self.model, vocab, self.train_text, config.softmax.new_rows)
         self.run_options = training_run_options(config.train.products)
         self.optimizer = make_optimizer(self.model.parameters(), config.optim)
         self.ddp: torch.nn.Module = self.model
@@ -204,7 +204,8 @@ class Trainer:
                                                     np.random.default_rng([seed, 1, self.step]))
             neg = (negatives.ids.to(dev), negatives.log_q.to(dev), negatives.num_tries)
         o = self.config.optim
-        lr = o.lr * min(1.0, (self.step + 1) / o.warmup_steps) if o.warmup_steps else o.lr
+        since = self.step - (self.freeze if self.step >= self.freeze else 0)  # each phase warms up
+        lr = o.lr * min(1.0, (since + 1) / o.warmup_steps) if o.warmup_steps else o.lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.model.train()
