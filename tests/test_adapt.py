@@ -159,6 +159,12 @@ def test_the_adapted_model_exports_and_loads_everywhere(corpus, tmp_path, capsys
     capsys.readouterr()
     assert main(["perplexity", "--model", str(run), str(corpus / "valid" / "part.txt"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["average"] > 1
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("pyelmo", config={"model": str(run), "layer": "top"})
+    doc = nlp("the river bank flooded .")
+    top = _layers(native, [["the", "river", "bank", "flooded", "."]])[-1, 0, 2]  # (layer, sentence, token)
+    assert np.allclose(doc[2].vector, top.numpy(), atol=1e-5)
 
 
 def test_an_nlpl_archive_url_adapts(corpus, tmp_path, monkeypatch):
