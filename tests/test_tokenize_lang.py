@@ -258,3 +258,13 @@ def test_chinese_model_warns_once_for_text_without_chinese_characters(tiny_model
         warnings.simplefilter("always")
         embedder.tokenize("清华大学 42", "zh")
     assert caught == []
+
+
+@needs_zh
+def test_blank_tokens_segment_the_text_around_the_blank():
+    from pyelmo.lm.predict import blank_tokens
+
+    assert blank_tokens("我来到___清华大学。") == ["我", "来到", "___", "清华大学", "。"]  # auto: from the script
+    assert blank_tokens("我来到___。", "en") == ["我", "来", "到", "___", "。"]
+    assert blank_tokens("The river ___ .") == ["The", "river", "___", "."]
+    assert blank_tokens("我来到___", split=str.split) == ["我来到", "___"]

@@ -207,7 +207,7 @@ def build_corpus(
         import multiprocessing as mp
 
         pool = mp.get_context("spawn" if sys.platform == "win32" else "fork").Pool(
-            workers, initializer=init_worker
+            workers, initializer=init_worker if lang == "en" else None  # the English sentence splitter
         )
         results = pool.imap(tokenize_batch, tasks(), chunksize=1)
     else:
