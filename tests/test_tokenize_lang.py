@@ -15,6 +15,7 @@ import pytest
 
 from pyelmo.cli import main
 from pyelmo.embedding.embedder import ElmoEmbedder, LanguageWarning
+from pyelmo.embedding.store import UnsegmentedTextWarning
 from pyelmo.errors import InputError
 from pyelmo.modelio.load import model_language
 from pyelmo.text import tokenize as tok
@@ -215,3 +216,55 @@ def test_segmented_tokens_keep_every_character():
         assert "".join(tokens) == normalize_text(text).replace(" ", "")
 
     check()
+
+
+@pytest.mark.parametrize("line,lang", [
+    (ZH, "zh"), ("The line 我来到北京清华大学了 has one.", "zh"), ("すもももももももものうち", "ja"),
+    ("ผมรักคุณนะครับโอเคบ่พวกเรารักภาษาบ้านเกิด", "th"),
+    ("我 来到 北京 清华大学", None), ("中华人民共和国 成立 了", None),  # segmented (a 7-character word)
+    ("我爱你", None), ("ผมรักคุณ", None), ("The bank.", None), ("", None)])
+def test_unsegmented_language(line, lang):
+    from pyelmo.text.tokenize import unsegmented_language
+
+    assert unsegmented_language(line) == lang
+
+
+def test_embed_warns_once_for_unsegmented_lines(allennlp_reference, tmp_path):
+    raw = tmp_path / "raw.txt"
+    raw.write_text(f"The bank .\n我 来到 北京\n{ZH}\n他来到了网易杭研大厦\n", encoding="utf-8")
+    model = ["--options-file", str(allennlp_reference.options), "--weight-file", str(allennlp_reference.weights)]
+    with pytest.warns(UnsegmentedTextWarning) as caught:
+        assert main(["embed", str(raw), str(tmp_path / "out.h5"), "--no-progress", *model]) == 0
+    assert [str(w.message) for w in caught] == [  # once, at the first such line
+        "line 3 looks like Chinese text without spaces between words, and is split on whitespace only: "
+        "add --tokenize --lang zh (tokenize=True, lang=\"zh\") to split it into words"]
+    with h5py.File(tmp_path / "out.h5", "r") as f:
+        assert f["2"].shape == (3, 1, 32)  # the whole line is one token, as asked
+    raw.write_text("The bank .\n我 来到 北京\n", encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # segmented text: no warning
+        assert main(["embed", str(raw), str(tmp_path / "seg.h5"), "--no-progress", *model]) == 0
+
+
+def test_chinese_model_warns_once_for_text_without_chinese_characters(tiny_model):
+    embedder = ElmoEmbedder(tiny_model)
+    embedder.language = "zh"  # as a model whose config.json says "zh"
+    with pytest.warns(LanguageWarning, match="trained on Chinese text and this text has no Chinese characters: "
+                                             r"expect vectors of little use \(give it Chinese text\)") as caught:
+        embedder.tokenize("The bank.")
+        embedder.tokenize("The river bank.")
+    assert len(caught) == 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        embedder.tokenize("清华大学 42", "zh")
+    assert caught == []
+
+
+@needs_zh
+def test_blank_tokens_segment_the_text_around_the_blank():
+    from pyelmo.lm.predict import blank_tokens
+
+    assert blank_tokens("我来到___清华大学。") == ["我", "来到", "___", "清华大学", "。"]  # auto: from the script
+    assert blank_tokens("我来到___。", "en") == ["我", "来", "到", "___", "。"]
+    assert blank_tokens("The river ___ .") == ["The", "river", "___", "."]
+    assert blank_tokens("我来到___", split=str.split) == ["我来到", "___"]

@@ -22,6 +22,7 @@ from pyelmo.lm.model import LanguageModel, evaluate, full_softmax_nll, perplexit
 from pyelmo.training.data import resolve_data
 from pyelmo.training.trainer import Trainer, train
 from pyelmo.lm.vocab import Vocabulary, vocab_from_files
+from pyelmo.modelio.load import model_language
 from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5, load_native_tensors
 
 TINY = {
@@ -154,6 +155,7 @@ def test_loss_decreases_and_outputs(corpus, tmp_path):
     model = from_pretrained(tmp_path / "model")  # extra softmax tensors are ignored
     assert set(load_native_tensors(tmp_path / "model")) >= {"softmax.weight", "softmax.bias"}
     assert model.config.lstm.dim == 32
+    assert model_language(tmp_path / "model") is None  # no data.language: not recorded
     assert perplexity(tmp_path / "model", [corpus / "valid" / "part.txt"]).average == pytest.approx(after, rel=1e-4)
 
 
@@ -192,13 +194,14 @@ def test_bf16_training_validates_in_float32(corpus, tmp_path, monkeypatch):
 def test_non_latin_text_loss_falls(tmp_path):
     (tmp_path / "el.txt").write_text(_greek(120, 0), encoding="utf-8")
     config = config_from_dict(_config(train__max_steps=40, train__eval_every=0, softmax__negatives=8,
-                                      optim__name="adamw", optim__lr=0.01))
+                                      optim__name="adamw", optim__lr=0.01, data__language="el"))
     tr = Trainer(config, tmp_path / "out", resolve_data(None, [tmp_path / "el.txt"], None), progress=False)
     before = evaluate(tr.model, tr.train_text).average
     tr.run()
     after = evaluate(tr.model, tr.train_text).average
     assert after < 0.5 * before, (before, after)
     assert "γάτα" in Vocabulary.load(tmp_path / "out" / "model").words
+    assert model_language(tmp_path / "out" / "model") == "el"  # data.language: the model's config.json "language"
 
 
 def test_resume_equals_uninterrupted(corpus, tmp_path, monkeypatch):
@@ -295,6 +298,7 @@ def test_init_from_and_export(trained, corpus, tmp_path, capfd):
     ('{"optim": {"name": "sgd"}}', "optim.name must be"),
     ('{"train": {"products": "fast"}}', "train.products must be one of 'plain', 'fused', 'onednn'"),
     ('{"lstm": {', "not valid JSON"),
+    ('{"data": {"language": "zh-CN"}}', "data.language must be a language code such as 'en' or 'zh' (or empty)"),
 ])
 def test_bad_config_is_one_line_error(corpus, tmp_path, capsys, content, message):
     (tmp_path / "c.json").write_text(content)

@@ -12,7 +12,9 @@ every command loads with --model OUT_DIR and the Python API with pyelmo.load(OUT
                     token_embedder.pkl, encoder.pkl). Tensors are read with
                     torch.load(weights_only=True): nothing but tensors is unpickled.
                     The converted model maps tokens through their character and word
-                    lexicons and gives their vectors (to float rounding)."""
+                    lexicons and gives their vectors (to float rounding). Their folders do
+                    not say their language: --lang records it (e.g. --lang zh for their
+                    Chinese model), so that text of another language warns."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,12 +23,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("format", choices=["elmoformanylangs"], help="the source format")
     parser.add_argument("source", metavar="SRC_DIR", help="their model folder")
     parser.add_argument("output", metavar="OUT_DIR", help="the pyelmo model folder to write (must not exist)")
+    parser.add_argument("--lang", metavar="CODE", default=None,
+                        help="the language of the model's training text (zh, en, fr, ...), recorded as "
+                             "\"language\" in OUT_DIR/config.json (default: not recorded)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.modelio.elmoformanylangs import convert
 
-    out = convert(args.source, args.output)
+    out = convert(args.source, args.output, language=args.lang)
     print(f"wrote {out} (use it with --model {out})")
     return 0

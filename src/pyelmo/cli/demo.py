@@ -16,7 +16,12 @@ each contextual layer and at the average of the layers. Then, over several conte
 sense, the mean similarity of same-sense pairs vs different-sense pairs per layer (the
 claim is "closer within a sense than across senses"; layer 0 has no gap by construction).
 The PNG shows the top-layer similarity heatmap of "bank" in 16 contexts ordered by sense,
-their PCA projection, and per word a bar chart of same- vs different-sense similarity."""
+their PCA projection, and per word a bar chart of same- vs different-sense similarity.
+
+--lang zh: the same in Chinese, for 苹果 (fruit vs company) and 运动 (sport vs movement),
+segmented by jieba (pip install 'pyelmo[zh]'); give it a Chinese model with --model. Without
+an installed font with Chinese characters, the figure names the words in pinyin and numbers
+the sentences."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       help="where to write the figure (default pyelmo-demo.png in the current folder; '' to skip "
                            "it); an earlier demo figure there is replaced, any other file only with --overwrite")
     demo.add_argument("--overwrite", action="store_true", help="replace --out even if the demo did not write it")
+    demo.add_argument("--lang", choices=("en", "zh"), default="en",
+                      help="the demo's language: en (bank, apple, play; default) or zh (苹果, 运动)")
     demo.set_defaults(func=run_demo)
 
     sim = sub.add_parser("similarity", help="cosine similarity of a word across two sentences, per layer",
@@ -47,18 +54,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from pyelmo.evaluation.demo import SEED_PAIRS, all_context_vectors, format_separation, format_table, separation_of, \
+    from pyelmo.evaluation.demo import all_context_vectors, demo_data, format_separation, format_table, separation_of, \
         similarity_rows, write_sense_figure
+    from pyelmo.text.tokenize import check_lang
 
     replaced = bool(args.plot) and _check_plot_path(args.plot, args.overwrite)  # before any work
+    check_lang(args.lang)  # a missing segmenter fails before the model loads
+    seed_pairs, _, labels = demo_data(args.lang)
     embedder = load_embedder(args)
-    rows = [row for word, sentences in SEED_PAIRS for row in similarity_rows(embedder, word, sentences)]
+    rows = [row for word, sentences in seed_pairs for row in similarity_rows(embedder, word, sentences, lang=args.lang)]
     print(format_table(rows))
     print()
-    contexts = all_context_vectors(embedder)
+    contexts = all_context_vectors(embedder, lang=args.lang)
     print(format_separation([separation_of(vectors, word, senses) for word, (vectors, senses, _) in contexts.items()]))
     if args.plot:
-        written = write_sense_figure(contexts, args.plot).resolve()
+        written = write_sense_figure(contexts, args.plot, labels).resolve()
         print(f"wrote the figure to {written}" + (" (replacing the one an earlier run wrote)" if replaced else ""))
     return 0
 

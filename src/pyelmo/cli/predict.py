@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_model_arguments
+from pyelmo.cli.common import add_lang_argument, add_model_arguments
 
 DESCRIPTION = """\
 Print the top-k words for the blank (___) in SENTENCE: from the forward LM (reading
@@ -26,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="words of each ranking rescored by the whole sentence (default: "
                              "pyelmo.lm.predict.CANDIDATES, 100; 0: combined is the product of the two "
                              "directions' distributions at the blank)")
+    add_lang_argument(parser)
     add_model_arguments(parser, released=False)
     parser.set_defaults(func=run)
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("-k must be at least 1")
     if args.candidates is not None and args.candidates < 0:
         raise InputError("--candidates must be 0 or more")
-    tokens = blank_tokens(args.sentence)
+    tokens = blank_tokens(args.sentence, args.lang)
     predictions = WordPredictor.from_pretrained(args.model, candidates=args.candidates).predict(tokens, k=args.top)
     columns = [("forward", predictions.forward), ("backward", predictions.backward),
                ("combined", predictions.combined)]

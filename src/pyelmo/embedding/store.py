@@ -15,8 +15,9 @@ import json
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator, Sequence
+from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -29,6 +30,30 @@ from pyelmo.text.lines import text_lines
 from pyelmo.modelio.weights import model_fingerprint
 
 OUTPUT_FORMATS = ("all", "top", "average")
+
+
+class UnsegmentedTextWarning(UserWarning):
+    """Lines split on whitespace that look like Chinese, Japanese or Thai text without spaces between words."""
+
+
+def _whitespace_split_checked() -> Callable[[int, str], list[str]]:
+    """``str.split`` of a numbered line that warns once (per call of this function) at the first line
+    that looks unsegmented (:func:`pyelmo.text.tokenize.unsegmented_language`)."""
+    from pyelmo.text.tokenize import LANGUAGE_NAMES, unsegmented_language
+
+    warned = False
+
+    def split(index: int, text: str) -> list[str]:
+        nonlocal warned
+        lang = None if warned else unsegmented_language(text)
+        if lang:
+            warned = True
+            warnings.warn(f"line {index + 1} looks like {LANGUAGE_NAMES[lang]} text without spaces between words, "
+                          f"and is split on whitespace only: add --tokenize --lang {lang} (tokenize=True, "
+                          f"lang=\"{lang}\") to split it into words", UnsegmentedTextWarning, stacklevel=2)
+        return text.split()
+
+    return split
 
 
 def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_file: str | os.PathLike,
@@ -65,7 +90,7 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
                 "lang": lang}
     fingerprint = _fingerprint(input_file, embedder.model, settings)
     parts = _Parts(output, fingerprint, resume)
-    split = (lambda text: embedder.tokenize(text, lang)) if tokenize else str.split
+    split = (lambda index, text: embedder.tokenize(text, lang)) if tokenize else _whitespace_split_checked()
     lines = read_sentences(input_file, skip_blank_lines=skip_blank_lines)
     if shard is not None:
         lines = _shard_lines(lines, *shard)
@@ -77,7 +102,7 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
         for segment, numbered in enumerate(chunks(lines, SEGMENT_LINES)):
             if bar is None:
                 bar = _progress_bar(progress)
-            kept = []  # (key, text) of the lines that get a dataset
+            kept = []  # (key, index, text) of the lines that get a dataset
             for index, text in numbered:
                 key = text if use_sentence_keys else str(index)
                 if use_sentence_keys:
@@ -87,14 +112,14 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
                     if key in sentence_keys:
                         continue  # a repeated sentence: the first one is kept
                     sentence_keys.add(key)
-                kept.append((key, text))
+                kept.append((key, index, text))
                 if sentence_to_index is not None:
                     sentence_to_index.add(text, index)
             if parts.done(segment):
                 bar.update(len(kept))
             else:
-                vectors = embedder.embed_sentences([split(text) for _, text in kept], batch_size)
-                parts.write(segment, ((key, _select(emb, output_format)) for (key, _), emb in
+                vectors = embedder.embed_sentences([split(index, text) for _, index, text in kept], batch_size)
+                parts.write(segment, ((key, _select(emb, output_format)) for (key, _, _), emb in
                                       zip(kept, _counted(vectors, bar))))
             count += len(kept)
         tmp = parts.dir / "output.tmp"

@@ -1,4 +1,5 @@
-"""The "bank" demonstration: one word, different contexts, different vectors above layer 0."""
+"""The "bank" demonstration: one word, different contexts, different vectors above layer 0
+(in Chinese, 苹果 and 运动: :mod:`pyelmo.evaluation.demo_zh`)."""
 
 from __future__ import annotations
 
@@ -83,6 +84,22 @@ SENSE_CONTEXTS: dict[str, dict[str, list[str]]] = {
 }
 
 
+#: The demo languages.
+DEMO_LANGUAGES = ("en", "zh")
+
+
+def demo_data(lang: str = "en") -> tuple[list[tuple[str, list[str]]], dict[str, dict[str, list[str]]], dict[str, str]]:
+    """``(SEED_PAIRS, SENSE_CONTEXTS, labels)`` of the demo in ``lang`` (``en`` or ``zh``); ``labels``: how the
+    figure names the words when no installed font has their characters (empty: no such words)."""
+    if lang == "zh":
+        from pyelmo.evaluation import demo_zh
+
+        return demo_zh.SEED_PAIRS, demo_zh.SENSE_CONTEXTS, demo_zh.LATIN_LABELS
+    if lang != "en":
+        raise InputError(f"the demo is in one of {', '.join(DEMO_LANGUAGES)}, not {lang!r}")
+    return SEED_PAIRS, SENSE_CONTEXTS, {}
+
+
 @dataclass
 class SimilarityRow:
     word: str
@@ -156,12 +173,13 @@ class SenseSeparation:
     across: dict[str, float]
 
 
-def context_vectors(embedder, word: str, contexts: dict[str, list[str]]) -> tuple[np.ndarray, list[str], list[str]]:
-    """``(vectors (n, L + 1, D), senses, sentences)`` of ``word`` in every context, the
-    layer average appended as the last layer; contexts in sense order."""
+def context_vectors(embedder, word: str, contexts: dict[str, list[str]],
+                    lang: str = "en") -> tuple[np.ndarray, list[str], list[str]]:
+    """``(vectors (n, L + 1, D), senses, sentences)`` of ``word`` in every context (tokenized in the
+    language ``lang``), the layer average appended as the last layer; contexts in sense order."""
     senses = [sense for sense, items in contexts.items() for _ in items]
     sentences = [s for items in contexts.values() for s in items]
-    tokenized = [tokenize(s) for s in sentences]
+    tokenized = [tokenize(s, lang) for s in sentences]
     outputs = embedder.embed_batch(tokenized)
     vectors = np.stack([out[:, find_word(t, word, where=s)] for s, t, out in zip(sentences, tokenized, outputs)])
     return with_average_layer(vectors)[0], senses, sentences
@@ -195,15 +213,16 @@ def format_separation(rows: list[SenseSeparation]) -> str:
         senses = ", ".join(f"{s} {n}" for s, n in r.senses.items())
         for name in r.within:
             gap = round(r.within[name] - r.across[name], 3) + 0.0  # no "-0.000"
-            lines.append(f"{r.word:<8}{name:<9}{r.within[name]:7.3f}{r.across[name]:11.3f}{gap:+8.3f}  {senses}")
+            lines.append(f"{_pad(r.word, 8)}{name:<9}{r.within[name]:7.3f}{r.across[name]:11.3f}{gap:+8.3f}  {senses}")
             senses = ""
     return "\n".join(lines)
 
 
-def all_context_vectors(embedder, contexts: dict[str, dict[str, list[str]]] | None = None) -> dict[str, tuple]:
-    """:func:`context_vectors` of every word of ``contexts`` (default ``SENSE_CONTEXTS``)."""
-    contexts = SENSE_CONTEXTS if contexts is None else contexts
-    return {word: context_vectors(embedder, word, ctx) for word, ctx in contexts.items()}
+def all_context_vectors(embedder, contexts: dict[str, dict[str, list[str]]] | None = None,
+                        lang: str = "en") -> dict[str, tuple]:
+    """:func:`context_vectors` of every word of ``contexts`` (default: the ``SENSE_CONTEXTS`` of ``lang``)."""
+    contexts = demo_data(lang)[1] if contexts is None else contexts
+    return {word: context_vectors(embedder, word, ctx, lang) for word, ctx in contexts.items()}
 
 
 def plot_senses(embedder, path: str | os.PathLike, contexts: dict[str, dict[str, list[str]]] | None = None) -> Path:
@@ -211,15 +230,27 @@ def plot_senses(embedder, path: str | os.PathLike, contexts: dict[str, dict[str,
     return write_sense_figure(all_context_vectors(embedder, contexts), path)
 
 
-def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike) -> Path:
+def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike, labels: dict[str, str] | None = None) -> Path:
     """Write a PNG from :func:`all_context_vectors` output: for the first word ("bank"), the
     top-layer similarity heatmap (contexts ordered by sense, colour scale fitted to the
     off-diagonal values) and a PCA projection of the top layer; for every word, bars of
-    same-sense vs different-sense similarity per layer."""
+    same-sense vs different-sense similarity per layer. ``labels``: words to name otherwise when no
+    installed font has their characters (then the heatmap rows show numbers and senses only)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from pyelmo.evaluation.demo_zh import chinese_font
+
+    font = chinese_font() if labels else None
+    with plt.rc_context({"font.sans-serif": ["DejaVu Sans", font]} if font else {}):
+        return _write_sense_figure(plt, data, Path(path), labels if labels and not font else None)
+
+
+def _write_sense_figure(plt, data: dict[str, tuple], path: Path, latin: dict[str, str] | None) -> Path:
+    def name(word: str) -> str:
+        return latin.get(word, word) if latin else word
 
     first = next(iter(data))
     vectors, senses, sentences = data[first]
@@ -235,10 +266,10 @@ def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike) -> Path:
         lo, hi = lo - 1e-3, hi + 1e-3
     shown = np.where(off, sims, np.nan)
     image = heat.imshow(shown, cmap="viridis", vmin=lo, vmax=hi)
-    heat.set_title(f'"{first}": cosine similarity at layer {top}, contexts grouped by sense\n'
+    heat.set_title(f'"{name(first)}": cosine similarity at layer {top}, contexts grouped by sense\n'
                    f'(colour scale fitted: {lo:.3f} to {hi:.3f}; diagonal left blank)', fontsize=11)
-    heat.set_yticks(range(len(sentences)), [f"{i}. [{s}] {t}" for i, (s, t) in enumerate(zip(senses, sentences))],
-                    fontsize=9)
+    heat.set_yticks(range(len(sentences)), [f"{i}. [{s}]" + ("" if latin else f" {t}")
+                                            for i, (s, t) in enumerate(zip(senses, sentences))], fontsize=9)
     heat.set_xticks(range(len(sentences)), [str(i) for i in range(len(sentences))], fontsize=8)
     bounds = [i for i in range(1, len(senses)) if senses[i] != senses[i - 1]]
     for b in bounds:
@@ -254,7 +285,7 @@ def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike) -> Path:
             pca.scatter(points[chosen, 0], points[chosen, 1], color=f"C{k}", label=sense, s=50, alpha=0.85)
             for i in chosen:
                 pca.annotate(str(i), points[i], fontsize=8, xytext=(3, 3), textcoords="offset points")
-        pca.set_title(f'"{first}": PCA of layer {top}\n(numbers: heatmap rows)', fontsize=11)
+        pca.set_title(f'"{name(first)}": PCA of layer {top}\n(numbers: heatmap rows)', fontsize=11)
         pca.legend(fontsize=9)
 
     for col, (word, (vecs, word_senses, _)) in enumerate(data.items()):
@@ -275,12 +306,11 @@ def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike) -> Path:
                         xytext=(0, 3), textcoords="offset points")
         ax.set_xticks(x, names, fontsize=9)
         ax.set_ylabel("mean cosine similarity (axis fitted)", fontsize=9)
-        ax.set_title(f'"{word}" ({", ".join(f"{s} {n}" for s, n in sep.senses.items())} contexts):\n'
+        ax.set_title(f'"{name(word)}" ({", ".join(f"{s} {n}" for s, n in sep.senses.items())} contexts):\n'
                      "mean similarity, same vs different sense (gap above)", fontsize=10)
         if col == 0:
             fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=10,
                        bbox_to_anchor=(0.5, 0.0))
-    path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
     try:
         fig.savefig(tmp, dpi=100, bbox_inches="tight", metadata={"Software": FIGURE_MARK})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -31,14 +31,16 @@ BLANK = "___"
 CANDIDATES = 100
 
 
-def blank_tokens(sentence: str) -> list[str]:
-    """Tokenize raw text with one ``___`` marking the word to predict (kept as one token)."""
+def blank_tokens(sentence: str, lang: str = "auto", split: Callable[[str], list[str]] | None = None) -> list[str]:
+    """Tokenize raw text with one ``___`` marking the word to predict (kept as one token): the text on
+    each side by ``split``, default ``pyelmo.text.tokenize.tokenize`` in the language ``lang``."""
     from pyelmo.text.tokenize import tokenize
 
     parts = sentence.split(BLANK)
     if len(parts) != 2:
         raise InputError(f"mark exactly one word to predict with {BLANK}")
-    return tokenize(parts[0]) + [BLANK] + tokenize(parts[1])
+    split = split or (lambda text: tokenize(text, lang))
+    return split(parts[0]) + [BLANK] + split(parts[1])
 
 
 @dataclass

@@ -236,10 +236,18 @@ def _lstm_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def convert(src: PathLike, out: PathLike) -> Path:
-    """Convert their model folder ``src`` into a pyelmo model folder ``out`` (which must not exist)."""
+def convert(src: PathLike, out: PathLike, language: str | None = None) -> Path:
+    """Convert their model folder ``src`` into a pyelmo model folder ``out`` (which must not exist).
+
+    ``language``: the language of the model's training text (``"zh"``), recorded as ``"language"`` in
+    ``config.json`` (their folders do not say it), so text of another language warns
+    (:class:`pyelmo.embedding.embedder.LanguageWarning`); None: not recorded.
+    """
+    from pyelmo.errors import InputError
     from pyelmo.modelio.weights import save_pretrained
 
+    if language is not None and not (language.isascii() and language.isalpha() and 2 <= len(language) <= 3):
+        raise InputError(f"the language must be a code such as zh or en, got {language!r}")
     src, out = Path(src), Path(out)
     if not src.is_dir():
         raise WeightFileError(f"model folder not found: {src}")
@@ -277,7 +285,7 @@ def convert(src: PathLike, out: PathLike) -> Path:
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        save_pretrained(model, tmp, metadata={SECTION: section})
+        save_pretrained(model, tmp, metadata={**({"language": language} if language else {}), SECTION: section})
         shutil.copyfile(src / "char.dic", tmp / "char.dic")
         if words is not None:
             shutil.copyfile(src / "word.dic", tmp / "word.dic")

@@ -215,7 +215,9 @@ class Api:
         if isinstance(sentence, str) and body.position is None:
             if sentence.count(BLANK) != 1:
                 raise ApiError(422, "sentence", f"mark exactly one word to predict with {BLANK}")
-            tokens = self.tokens(sentence, "sentence", blank_tokens)  # the blank counts as one token
+            language = self.service.lang  # the blank counts as one token, the text around it as any sentence's
+            tokens = self.tokens(sentence, "sentence", lambda text: blank_tokens(
+                text, split=lambda part: self.service.embedder.tokenize(part, language)))
         else:
             tokens = self.tokens(sentence, "sentence")
         if body.position is None:

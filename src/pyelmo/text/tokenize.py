@@ -28,14 +28,15 @@ LANGUAGE_NAMES = {"en": "English", "zh": "Chinese", "ja": "Japanese", "th": "Tha
 #: What ``--lang`` accepts (``auto``: from the script of the text).
 LANG_CHOICES = ("auto", "en", *SEGMENTED)
 
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+#: Chinese characters (the CJK unified ideographs and their extensions), as a regular-expression class body.
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
 _KANA = "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff"
 _CJK_MARKS = "\u3000-\u303f\uff00-\uffef"  # CJK punctuation and full-width forms (incl. half-width katakana)
 _THAI = "\u0e00-\u0e7f"
 #: The runs of text that each segmenter splits (the rest is tokenized Moses-style).
-_RUNS = {"zh": re.compile(f"[{_HAN}{_CJK_MARKS}]+"), "ja": re.compile(f"[{_HAN}{_KANA}{_CJK_MARKS}]+"),
+_RUNS = {"zh": re.compile(f"[{HAN}{_CJK_MARKS}]+"), "ja": re.compile(f"[{HAN}{_KANA}{_CJK_MARKS}]+"),
          "th": re.compile(f"[{_THAI}]+")}
-_HAS_KANA, _HAS_HAN, _HAS_THAI = (re.compile(f"[{chars}]") for chars in (_KANA, _HAN, _THAI))
+_HAS_KANA, _HAS_HAN, _HAS_THAI = (re.compile(f"[{chars}]") for chars in (_KANA, HAN, _THAI))
 
 
 @lru_cache(maxsize=4)
@@ -62,6 +63,22 @@ def detect_language(text: str) -> str | None:
         return "zh"
     if _HAS_THAI.search(text):
         return "th"
+    return None
+
+
+#: A run of this many characters of a script written without spaces (Chinese characters and kana; Thai
+#: letters, whose words are longer in code points) inside one whitespace token is taken for unsegmented text.
+_UNSEGMENTED = (re.compile(f"[{HAN}{_KANA}]{{8,}}"), re.compile(f"[{_THAI}]{{20,}}"))
+
+
+def unsegmented_language(line: str) -> str | None:
+    """The language (``zh``, ``ja``, ``th``) of ``line`` when it looks like text of a script written without
+    spaces that was not split into words (8 Chinese characters or kana, or 20 Thai letters, in a row without a
+    space); else None. A segmented line (``我 来到 北京 清华大学``) gives None."""
+    for pattern in _UNSEGMENTED:
+        run = pattern.search(line)
+        if run:
+            return detect_language(run.group())
     return None
 
 

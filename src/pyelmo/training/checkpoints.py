@@ -120,13 +120,13 @@ def plot_metrics(metrics: Path, out: Path) -> None:
 
 def save_model_folder(model, vocab, directory: Path, meta: dict, source: dict | None = None) -> None:
     """A trained ``LanguageModel`` as a native model folder: the biLM, the softmax beside it, ``vocab.txt``;
-    ``source`` (where the run started) and its language recorded in ``config.json``."""
+    ``source`` (where the run started) and, without ``meta["language"]``, its language recorded in ``config.json``."""
     from pyelmo.modelio.weights import save_pretrained
 
     meta = dict(meta)
     if source:
         meta["source"] = source
-        if source.get("language"):
+        if source.get("language") and "language" not in meta:  # data.language, when given, names the text
             meta["language"] = source["language"]
     if hasattr(model.bilm, "save_lexicons"):  # continued from ELMoForManyLangs: their lexicons too
         directory.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,7 @@ class DataSection:
     min_rows: int = 1  # a batch holds at least this many sentences
     pool_batches: int = 50  # sort pools of this many batches by length (bucketing)
     max_valid_sentences: int = 0  # 0: the whole validation set
+    language: str = ""  # of the training text ("en", "zh"): the model's config.json "language"; "": not recorded
 
 
 @dataclass
@@ -259,6 +260,8 @@ def validate(config: TrainConfig) -> None:
     check("data.min_rows", c.data.min_rows >= 1, "at least 1")
     check("data.pool_batches", c.data.pool_batches >= 1, "at least 1")
     check("data.max_valid_sentences", c.data.max_valid_sentences >= 0, "non-negative")
+    check("data.language", c.data.language == "" or (c.data.language.isascii() and c.data.language.isalpha()),
+          "a language code such as 'en' or 'zh' (or empty)")
     check("softmax.negatives", c.softmax.negatives >= 0, "non-negative")
     check("softmax.init_std", c.softmax.init_std >= 0, "non-negative")
     check("softmax.new_rows", c.softmax.new_rows in ("zero", "layer0"), "'zero' or 'layer0'")

@@ -324,7 +324,8 @@ class Trainer:
         return False
 
     def _save_model(self, directory: Path) -> None:
-        meta = {"training": {"steps": self.step, "tokens": self.tokens, "epoch": self.order.epoch,
+        language = {"language": self.config.data.language} if self.config.data.language else {}
+        meta = {**language, "training": {"steps": self.step, "tokens": self.tokens, "epoch": self.order.epoch,
                              "best_valid_ppl": self.best, "vocab_size": len(self.vocab),
                              "max_length": self.config.data.max_length, "config": self.config.to_dict(),
                              "init_from": self.init_from, "world_size": self.dist.world,
