@@ -76,7 +76,8 @@ class TrainSection:
     eval_every: int = 500  # steps between validation perplexities; 0: only at the end
     checkpoint_every: int = 500  # 0: only at the end
     patience: int = 0  # stop after this many validations without improvement; 0: never
-    freeze_bilm_steps: int | None = None  # --init-from: steps training the softmax alone; unset: 200 for a new softmax, else 0
+    # --init-from: the first steps train the softmax alone; unset: 200 when the softmax is new, else 0
+    freeze_bilm_steps: int | None = None
     keep_best: bool = True  # the final model is the best validated one
     threads: int = 0  # torch intra-op threads; 0: torch's default
     device: str = "auto"  # auto (cuda if available) | cpu | cuda
