@@ -118,6 +118,12 @@ class BiLM(nn.Module):
         # drop <S> (first position) and </S> (position length + 1 of each row)
         return BiLMOutput(stacked[:, :, 1:-1] * mask[None, :, :, None], mask, final_state)
 
+    def with_dropout(self, dropout: float) -> "BiLM":
+        """A copy of this biLM (its weights) that trains with ``dropout``."""
+        copy = type(self)(self.config, dropout=dropout)
+        copy.load_state_dict(self.state_dict())
+        return copy
+
     def product_weights(self) -> dict[str, torch.Tensor]:
         """Every weight the model's matrix products multiply by, once per distinct use (to print a plan)."""
         encoder, lstm = self.token_encoder, self.directions[FORWARD]

@@ -155,7 +155,7 @@ class LexiconBiLM(BiLM):
 
 
     def with_dropout(self, dropout: float) -> "LexiconBiLM":
-        """A copy of this biLM (its lexicons and weights) with training ``dropout``."""
+        """A copy of this biLM (its lexicons and weights) that trains with ``dropout``."""
         e = self.token_encoder
         copy = LexiconBiLM(self.config, self.section, e.chars, e.words, dropout=dropout)
         copy.load_state_dict(self.state_dict())

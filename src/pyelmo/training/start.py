@@ -115,7 +115,7 @@ def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[
         bilm, softmax = lm.bilm, "continued from the source"
     else:
         source = load(model, weight_file)
-        bilm = source.with_dropout(dropout) if hasattr(source, "with_dropout") else _with_dropout(source, dropout)
+        bilm = source.with_dropout(dropout)
         vocab = run_vocab()
         lm = LanguageModel(bilm.config, len(vocab), dropout=dropout, bilm=bilm)
         softmax = "built over the run's vocabulary"
@@ -123,14 +123,6 @@ def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[
             "format": _format(name, weight_file, bilm), "fingerprint": model_fingerprint(bilm),
             "language": model_language(model, weight_file), "softmax": softmax}
     return Start(lm, vocab, info, built_softmax=folder is None)
-
-
-def _with_dropout(bilm: torch.nn.Module, dropout: float) -> torch.nn.Module:
-    from pyelmo.modeling.bilm import BiLM
-
-    copy = BiLM(bilm.config, dropout=dropout)
-    copy.load_state_dict(bilm.state_dict())
-    return copy
 
 
 @torch.no_grad()
