@@ -2,6 +2,7 @@
 
     python benchmarks/adaptation.py run --data DOMAIN_CORPUS --out RUNS [--steps 400]
     python benchmarks/adaptation.py report --out RUNS --png docs/adaptation.png
+    python benchmarks/adaptation.py report --results benchmarks/adaptation_results.json   # the runs in the docs
 
 Runs (each ``pyelmo train`` with configs/adapt.toml, one thread, the shipped vocabulary so that every
 perplexity counts the same words): ``native`` (--init-from the shipped folder: its softmax continues),
@@ -82,7 +83,7 @@ def report(args: argparse.Namespace) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = json.loads((Path(args.out) / "results.json").read_text())
+    results = json.loads(Path(args.results or Path(args.out) / "results.json").read_text())
     base = results["unadapted"]
     print("| start | steps | CPU s | best valid ppl (step) | valid ppl at the last step | test ppl |")
     print("|---|---|---|---|---|---|")
@@ -100,6 +101,8 @@ def report(args: argparse.Namespace) -> None:
         print(f"| {labels[name]} | {steps[-1]} | {r['cpu_seconds']:.0f} | {best[1]:.1f} ({best[0]}) | {ppl[-1]:.1f} | "
               f"{r['test']['average']:.1f} |")
         ax.plot(steps, ppl, marker=".", label=labels[name])
+    if "hdf5" in results:
+        ax.axvline(200, color="C1", lw=0.8, ls=":", label="HDF5 run: end of the softmax-only phase")
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("validation perplexity")
@@ -113,7 +116,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["run", "report"])
     p.add_argument("--data", help="the domain's corpus folder (train/, valid/, test/)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", default="runs/adaptation", help="where the runs go (and their results.json)")
+    p.add_argument("--results", help="report: this results file instead of OUT/results.json "
+                   "(benchmarks/adaptation_results.json: the runs of docs/TRAINING.md)")
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--runs", default="native,hdf5,scratch")
     p.add_argument("--png", default="docs/adaptation.png")
