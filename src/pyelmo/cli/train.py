@@ -14,6 +14,9 @@ overridden: --set lstm.dim=512 --set train.max_steps=1000 (values are read as TO
 train.products: "fused" (default: the same math in fewer, larger operations), "onednn" (that with
 oneDNN prepacked products) or "plain" (the reference modules as they are); docs/TRAINING.md.
 
+adapt a trained model to your text (a domain, another language): pyelmo train --config
+configs/adapt.toml --init-from MODEL --data D --out O (docs/TRAINING.md, "Adapt a released model").
+
 distributed (DistributedDataParallel; gloo on CPU, nccl on GPU; only rank 0 writes):
   one machine:  torchrun --nproc_per_node 4 -m pyelmo train --config C --data D --out O
   several:      torchrun --nnodes 2 --node_rank R --nproc_per_node 4 \\
