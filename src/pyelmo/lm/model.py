@@ -88,9 +88,10 @@ class LanguageModel(nn.Module):
         self.softmax_bias = nn.Parameter(torch.zeros(vocab_size))
         self.top_dropout = nn.Dropout(dropout)
         self.sampler = LogUniformSampler(vocab_size)
-        with torch.no_grad():  # bilm-tf initialises the highway transform-gate bias to -2
-            for highway in self.bilm.token_encoder.highways if bilm is None else ():
-                highway.carry.bias.fill_(-2.0)
+        if bilm is None:
+            with torch.no_grad():  # bilm-tf initialises the highway transform-gate bias to -2
+                for highway in self.bilm.token_encoder.highways:
+                    highway.carry.bias.fill_(-2.0)
 
     @property
     def vocab_size(self) -> int:
@@ -192,11 +193,11 @@ def load_language_model(model: PathLike | None = None, dropout: float = 0.0) -> 
     native layout (``save_pretrained`` + ``softmax.weight``/``softmax.bias`` + ``vocab.txt``) or the
     exported one (``options.json``, ``weights.hdf5``, ``softmax.hdf5``, ``vocab.txt``)."""
     from pyelmo.errors import WeightFileError
-    from pyelmo.modelio.weights import (load_bilm_hdf5, load_native_state, load_native_tensors, native_model_config,
-                                        read_native_config)
+    from pyelmo.modelio.weights import (CONFIG_NAME, config_from_options, load_bilm_hdf5, load_native_state,
+                                        load_native_tensors, read_native_config)
 
     model_dir = language_model_dir(model)
-    lexicon_bilm = None  # the biLM of a model adapted from an ELMoForManyLangs one (its own token encoder)
+    lexicon_bilm = None
     if (model_dir / SOFTMAX_HDF5).is_file():
         bilm = load_bilm_hdf5(model_dir / "options.json", model_dir / "weights.hdf5")
         config, tensors = bilm.config, bilm.state_dict()
@@ -204,19 +205,21 @@ def load_language_model(model: PathLike | None = None, dropout: float = 0.0) -> 
     else:
         from pyelmo.modelio import elmoformanylangs
 
-        config = native_model_config(model_dir)
+        native = read_native_config(model_dir)
+        config = config_from_options(native["options"], model_dir / CONFIG_NAME)
         tensors = load_native_tensors(model_dir)
         if "softmax.weight" not in tensors or "softmax.bias" not in tensors:
             raise no_softmax(str(model_dir))
         w, b = tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
-        if elmoformanylangs.is_converted(read_native_config(model_dir)):  # adapted from an ELMoForManyLangs model
-            lexicon_bilm = elmoformanylangs.load_converted(model_dir).with_dropout(dropout)
+        if elmoformanylangs.is_converted(native):  # continued from an ELMoForManyLangs model: their token encoder
+            lexicon_bilm = elmoformanylangs.load_converted(model_dir, dropout, native, tensors)
     vocab = Vocabulary.load(model_dir / "vocab.txt")
     if w.shape != (len(vocab), config.projection_dim) or b.shape != (len(vocab),):
         raise WeightFileError(f"{model_dir}: softmax shape {tuple(w.shape)} does not match vocabulary "
                               f"({len(vocab)}) and projection ({config.projection_dim})")
     lm = LanguageModel(config, len(vocab), dropout=dropout, bilm=lexicon_bilm)
-    load_native_state(lm.bilm, tensors, model_dir)
+    if lexicon_bilm is None:  # (load_converted loaded and checked its weights)
+        load_native_state(lm.bilm, tensors, model_dir)
     with torch.no_grad():
         lm.softmax_weight.copy_(w)
         lm.softmax_bias.copy_(b)

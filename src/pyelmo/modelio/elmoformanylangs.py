@@ -246,7 +246,9 @@ def convert(src: PathLike, out: PathLike, language: str | None = None) -> Path:
     from pyelmo.errors import InputError
     from pyelmo.modelio.weights import save_pretrained
 
-    if language is not None and not (language.isascii() and language.isalpha() and 2 <= len(language) <= 3):
+    from pyelmo.text.tokenize import is_language_code
+
+    if language is not None and not is_language_code(language):
         raise InputError(f"the language must be a code such as zh or en, got {language!r}")
     src, out = Path(src), Path(out)
     if not src.is_dir():
@@ -296,8 +298,8 @@ def convert(src: PathLike, out: PathLike, language: str | None = None) -> Path:
 
 
 def _build(config: ElmoConfig, section: dict, chars: dict[str, int], words: dict[str, int] | None,
-           tensors: dict[str, torch.Tensor], origin: PathLike) -> LexiconBiLM:
-    model = LexiconBiLM(config, section, chars, words)
+           tensors: dict[str, torch.Tensor], origin: PathLike, dropout: float = 0.0) -> LexiconBiLM:
+    model = LexiconBiLM(config, section, chars, words, dropout=dropout)
     expected = model.state_dict()
     for name, target in expected.items():
         if name not in tensors:
@@ -313,14 +315,17 @@ def is_converted(config: dict) -> bool:
     return isinstance(config.get(SECTION), dict)
 
 
-def load_converted(directory: PathLike) -> LexiconBiLM:
-    """Load a folder written by ``convert``."""
+def load_converted(directory: PathLike, dropout: float = 0.0, native: dict | None = None,
+                   tensors: dict[str, torch.Tensor] | None = None) -> LexiconBiLM:
+    """Load a folder written by ``convert`` (or continued from one by ``pyelmo train``); ``dropout``: for
+    training; ``native``, ``tensors``: its ``config.json`` and weights when the caller has read them."""
     from pyelmo.modelio.weights import load_native_tensors, read_native_config
 
     directory = Path(directory)
-    native = read_native_config(directory)
+    native = native if native is not None else read_native_config(directory)
     section = native[SECTION]
     chars = read_lexicon(directory / section["char_lexicon"])
     words = read_lexicon(directory / section["word_lexicon"]) if section.get("word_lexicon") else None
     config = ElmoConfig.from_options(native["options"])
-    return _build(config, section, chars, words, load_native_tensors(directory), directory)
+    tensors = tensors if tensors is not None else load_native_tensors(directory)
+    return _build(config, section, chars, words, tensors, directory, dropout)

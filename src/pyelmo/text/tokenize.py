@@ -88,6 +88,11 @@ def text_language(text: str, lang: str = "auto") -> str | None:
     return detect_language(text) if lang == "auto" else lang
 
 
+def is_language_code(code: str) -> bool:
+    """Whether ``code`` is written as a language code (two or three ASCII letters: ``en``, ``zh``, ``yue``)."""
+    return code.isascii() and code.isalpha() and 2 <= len(code) <= 3
+
+
 def check_lang(lang: str) -> None:
     """An ``InputError`` for a malformed ``lang``, or one naming the extra to install when its segmenter is missing."""
     if not isinstance(lang, str) or not lang.isascii() or not lang.isalpha():

@@ -18,6 +18,7 @@ from typing import Any
 
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig, preset
 from pyelmo.errors import ConfigError, PyelmoError
+from pyelmo.text.tokenize import is_language_code
 
 __all__ = ["TrainConfig", "config_from_dict", "load_config", "read_config_file"]
 
@@ -261,7 +262,7 @@ def validate(config: TrainConfig) -> None:
     check("data.min_rows", c.data.min_rows >= 1, "at least 1")
     check("data.pool_batches", c.data.pool_batches >= 1, "at least 1")
     check("data.max_valid_sentences", c.data.max_valid_sentences >= 0, "non-negative")
-    check("data.language", c.data.language == "" or (c.data.language.isascii() and c.data.language.isalpha()),
+    check("data.language", c.data.language == "" or is_language_code(c.data.language),
           "a language code such as 'en' or 'zh' (or empty)")
     check("softmax.negatives", c.softmax.negatives >= 0, "non-negative")
     check("softmax.init_std", c.softmax.init_std >= 0, "non-negative")

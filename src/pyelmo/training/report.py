@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyelmo.training.config import TrainSection
-from pyelmo.training.start import describe
+from pyelmo.training.start import SOFTMAX_CONTINUED, describe
 
 #: The command-line flag of each ``[train]`` limit (``pyelmo train --help``).
 _FLAGS = {"max_steps": "--max-steps", "max_epochs": "--max-epochs", "max_minutes": "--max-minutes"}
@@ -51,7 +51,7 @@ def start_summary(trainer: Any) -> str:
     softmax = model.softmax_weight.numel() + model.softmax_bias.numel()
     total = sum(p.numel() for p in model.parameters())
     source = trainer.source
-    built = source is not None and not str(source.get("softmax", "")).startswith("continued")
+    built = source is not None and source.get("softmax") != SOFTMAX_CONTINUED
     vocab_from = (f"from {trainer.init_from}" if trainer.init_from and not built else
                   f"from {trainer.config.vocab.path}" if trainer.config.vocab.path else
                   f"built from the training text, max_size {trainer.config.vocab.max_size}, "

@@ -29,6 +29,8 @@ from pyelmo.training.config import TrainConfig
 DEFAULT_FREEZE_STEPS = 200
 #: ``softmax.new_rows = "layer0"``: the standard deviation of the first logits around the biases.
 LOGIT_STD = 0.5
+#: ``source["softmax"]`` of a source whose own softmax continues (else a new one was built).
+SOFTMAX_CONTINUED = "continued from the source"
 
 
 @dataclass
@@ -112,7 +114,7 @@ def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[
             raise DataError(f"the vocabulary given differs from {name}'s ({folder / 'vocab.txt'}: one softmax row "
                             "per word): drop --vocab to continue with it, or add --new-softmax to build a softmax "
                             "over the new vocabulary")
-        bilm, softmax = lm.bilm, "continued from the source"
+        bilm, softmax = lm.bilm, SOFTMAX_CONTINUED
     else:
         source = load(model, weight_file)
         bilm = source.with_dropout(dropout)
