@@ -90,6 +90,8 @@ def _format(model: str, weight_file: str | None, bilm: torch.nn.Module) -> str:
 
 def _refuse_unconverted(model: str) -> None:
     path = Path(model)
+    if path.is_file() and path.suffix.lower() == ".json":
+        raise WeightFileError(f"{path} is an options file: give its HDF5 weight file with --init-weight-file")
     if path.is_dir() and (path / "char.dic").is_file() and (path / "encoder.pkl").is_file():
         raise WeightFileError(f"{path} is an ELMoForManyLangs model folder: convert it first "
                               f"('pyelmo convert elmoformanylangs {path} OUT'), then --init-from OUT")
