@@ -17,6 +17,7 @@ Grids (variants; every variant is run for each task and seed):
   adapt       static+elmo with --adapted-model DIR, a biLM continued on the task's training text
   candidate   static+elmo with --candidate-model DIR, a biLM that may replace the shipped one
   elmo        static+elmo alone (with --bilm-context: one context's runs beside another's)
+  int8        static+elmo with the biLM's layers computed in int8 (--precision int8)
 
 ``--bilm-context sentence`` passes ``--bilm-context sentence`` to every run (the biLM reads each
 sentence of an example on its own) and records its runs as ``TASK/VARIANT@sentence/sN``, beside
@@ -51,6 +52,9 @@ VARIANTS = {
     "static+elmo+adapted": ["--features", "static+elmo", "--model", "{adapted}"],
     # a candidate biLM for shipping (--candidate-model; e.g. the model-v2 run's best/ folder)
     "static+elmo+candidate": ["--features", "static+elmo", "--model", "{candidate}"],
+    # the biLM's layers computed in int8 (benchmarks/int8_accuracy.py); the shipped model's weights are all
+    # below the default rule's size, so its gate products and highways are quantized explicitly
+    "static+elmo+int8": ["--features", "static+elmo", "--precision", "int8", "--int8-min-weight", "65536"],
 }
 GRIDS = {
     "table1": ["static", "static+elmo"],
@@ -61,6 +65,7 @@ GRIDS = {
     "adapt": ["static+elmo+adapted"],
     "candidate": ["static+elmo+candidate"],
     "elmo": ["static+elmo"],
+    "int8": ["static+elmo+int8"],
 }
 #: Settings shared by every run (small task models; see docs/TASKS.md).  At least 300 updates
 #: (--min-steps) so that 1% / 10% runs train; 20 minutes is a bound no full run should reach, even

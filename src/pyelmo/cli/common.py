@@ -26,9 +26,33 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
     group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
 
+def add_precision_arguments(group) -> None:
+    """--precision and --int8-min-weight."""
+    from pyelmo.runtime.plan import INT8_MIN_WEIGHT
+
+    group.add_argument("--precision", choices=("float32", "bfloat16", "int8"), default=None,
+                       help="float32 (default): exact. int8 (CPU): the products with large weights (the LSTM's "
+                            "and the highways' of the released sizes) run on int8 weights, quantized per output "
+                            "channel at load, and int8 inputs; the vectors differ slightly from the exact ones. "
+                            "bfloat16: as --bf16. Speed and accuracy: benchmarks/RESULTS.md")
+    group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
+                       help=f"with --precision int8: quantize the weights of at least N elements (default "
+                            f"{INT8_MIN_WEIGHT}; smaller products stay float32, where int8 does not pay)")
+
+
+def plan_settings(args: argparse.Namespace) -> dict:
+    """The ``ElmoEmbedder``/``RunOptions.inference`` keyword arguments of the execution-plan flags."""
+    settings = {"precision": getattr(args, "precision", None), "int8_min_weight": getattr(args, "int8_min_weight", None)}
+    for name in ("bf16", "autotune", "kernels"):
+        if hasattr(args, name):
+            settings[name] = getattr(args, name)
+    return settings
+
+
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    """--bf16, --autotune and --kernels: the execution plan of the inference products."""
+    """--precision, --bf16, --autotune and --kernels: the execution plan of the inference products."""
     group = parser.add_argument_group("execution plan (default: a fixed rule of this CPU; the same bits every run)")
+    add_precision_arguments(group)
     group.add_argument("--bf16", action="store_true",
                        help="reduced precision: matrix products take bfloat16 inputs and weights (states, sums and "
                             "outputs stay float32), so the vectors differ slightly from the exact ones. Needs a GPU or "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_lang_argument, add_model_arguments, add_plan_arguments, model_source
+from pyelmo.cli.common import add_lang_argument, add_model_arguments, add_plan_arguments, model_source, plan_settings
 from pyelmo.text.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
 
 DESCRIPTION = """\
@@ -122,8 +122,7 @@ def run(args: argparse.Namespace) -> int:
     model, weight_file = model_source(args)
     embedder = ElmoEmbedder(model, weight_file, batch_size=args.batch_size, stateful=args.stateful,
                             device=args.device, max_tokens=args.max_tokens or None,
-                            token_cache_size=args.token_cache_size, bf16=args.bf16,
-                            autotune=args.autotune, kernels=args.kernels)
+                            token_cache_size=args.token_cache_size, **plan_settings(args))
     count = embedder.embed_file(args.input, args.output, output_format=args.output_format,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
                                 skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,

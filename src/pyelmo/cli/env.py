@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from pyelmo.cli.common import add_model_arguments, add_plan_arguments, model_source
+from pyelmo.cli.common import add_model_arguments, add_plan_arguments, model_source, plan_settings
 
 DESCRIPTION = """\
 Print the execution plan pyelmo's inference products follow for a model on this machine, and
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from pyelmo.embedding.embedder import ElmoEmbedder
 
     model, weight_file = model_source(args)
-    embedder = ElmoEmbedder(model, weight_file, bf16=args.bf16, autotune=args.autotune, kernels=args.kernels)
+    embedder = ElmoEmbedder(model, weight_file, **plan_settings(args))
     report = embedder.explain()
     if args.json:
         print(json.dumps(report, indent=2))

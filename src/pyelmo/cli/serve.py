@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_lang_argument, add_model_arguments
+from pyelmo.cli.common import add_lang_argument, add_model_arguments, add_precision_arguments
 
 DESCRIPTION = """\
 Serve a biLM over HTTP: a page at / to type sentences, click a word and see its
@@ -39,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="PyTorch threads per worker for the model (default: one fewer than the CPUs, at "
                              "least 1; the other runs the server itself)")
     add_model_arguments(parser)
+    add_precision_arguments(parser.add_argument_group("precision (default: exact float32; shown in /v1/models)"))
     add_lang_argument(parser, suffix=" (in the server's log)")
     batching = parser.add_argument_group("batching")
     batching.add_argument("--max-wait-ms", type=float, default=5.0, metavar="MS",
@@ -77,9 +78,13 @@ def run(args: argparse.Namespace) -> int:
 
     check_lang(args.lang)  # --lang zh|ja|th: its segmenter is installed
     check_address(args.host, args.port)
+    from pyelmo.runtime.plan import ExecutionPlan
+
+    ExecutionPlan.for_machine(precision=args.precision, int8_min_weight=args.int8_min_weight)  # checked before the workers start
 
     model, weight_file = model_source(args)
     settings = {"model": model, "weight_file": weight_file, "lang": args.lang, "threads": args.threads,
+                "precision": args.precision, "int8_min_weight": args.int8_min_weight,
                 "batching": not args.no_batching,
                 "max_wait": args.max_wait_ms / 1000, "max_batch_tokens": args.max_batch_tokens,
                 "limits": {"max_body_bytes": args.max_body_bytes, "max_sentences": args.max_sentences,

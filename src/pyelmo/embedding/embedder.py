@@ -35,8 +35,13 @@ class ElmoEmbedder:
     ``max_tokens`` - stateless mode packs length-sorted sentences into batches of at most
     this many token positions instead of ``batch_size`` sentences (``None``: fixed
     ``batch_size`` batches); ``token_cache_size`` - token-encoder outputs kept across
-    batches (0 disables the cache). ``bf16=True`` is an explicit reduced-precision mode:
-    the matrix products run in bfloat16 (vectors differ by about 0.5% of their largest value).
+    batches (0 disables the cache). ``precision``: ``"float32"`` (default, exact), or an explicit
+    reduced-precision mode: ``"bfloat16"`` (``bf16=True``; the matrix products run in bfloat16) or
+    ``"int8"`` (CPU: the products with large weights, the LSTM's and the highways', on int8 weights
+    quantized per output channel once here, and int8 activations). Their accuracy and speed:
+    benchmarks/RESULTS.md; ``int8_min_weight``: the smallest weight (elements) int8 quantizes, default
+    :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`. In int8 mode a model the embedder loads itself keeps only the int8 copy of
+    those weights (the module's are then placeholders without storage); a ``BiLM`` passed in is left as it is.
     The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
     default a fixed rule of this machine, so the same input gives the same bits in every process;
     ``autotune=True`` measures the kernels here instead (kept on disk; equal within float rounding).
@@ -58,26 +63,44 @@ class ElmoEmbedder:
                  *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu",
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False, autotune: bool = False,
-                 kernels: str | None = None, plan: ExecutionPlan | None = None) -> None:
+                 kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
+                 int8_min_weight: int | None = None) -> None:
         from pyelmo.modelio.load import load, model_language
 
         if batch_size < 1:
             raise InputError(f"batch size must be at least 1, got {batch_size}")
         if max_tokens is not None and max_tokens < 1:
             raise InputError(f"max tokens must be at least 1, got {max_tokens}")
+        try:
+            self.device = torch.device(device)
+        except RuntimeError as exc:
+            raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
+        # the plan is checked before the model loads
+        self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
+                                            autotune=autotune, kernels=kernels, device=self.device,
+                                            precision=precision, int8_min_weight=int8_min_weight)
         self.model = model if isinstance(model, BiLM) else load(model, weight_file)
         #: The language of the model's training text ("en"), or None when not known.
         self.language = None if isinstance(model, BiLM) else model_language(model, weight_file)
         self._warned_languages: set[str] = set()
         try:
-            self.device = torch.device(device)
             self.model.to(self.device).eval()
-        except (RuntimeError, AssertionError) as exc:  # unknown device, or CUDA missing in this torch
+        except (RuntimeError, AssertionError) as exc:  # CUDA missing in this torch
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
-        self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
-                                            autotune=autotune, kernels=kernels, device=self.device)
+        self._fingerprint: str | None = None
+        if self.options.products.int8 and not isinstance(model, BiLM):  # ours: keep the int8 weights only
+            self._fingerprint = self.fingerprint
+            self.model.release_weights(self.options.products)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's weights' fingerprint (:func:`pyelmo.modelio.weights.model_fingerprint`; in int8 mode, of
+        the weights as loaded, before they were quantized)."""
+        from pyelmo.modelio.weights import model_fingerprint
+
+        return self._fingerprint or model_fingerprint(self.model)
 
     def explain(self) -> dict:
         """The execution plan as it applies to this model (``pyelmo env``): per product weight and row

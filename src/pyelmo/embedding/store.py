@@ -85,10 +85,10 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
     if resume and (not isinstance(input_file, (str, os.PathLike)) or str(input_file) == "-"):
         raise InputError("--resume needs an input file, not a stream")
     settings = {"output_format": output_format, "forget_sentences": forget_sentences, "shard": shard,
-                "precision": str(embedder.options.dtype),
+                "precision": embedder.options.precision,
                 "use_sentence_keys": use_sentence_keys, "skip_blank_lines": skip_blank_lines, "tokenize": tokenize,
                 "lang": lang}
-    fingerprint = _fingerprint(input_file, embedder.model, settings)
+    fingerprint = _fingerprint(input_file, embedder.fingerprint, settings)
     parts = _Parts(output, fingerprint, resume)
     split = (lambda index, text: embedder.tokenize(text, lang)) if tokenize else _whitespace_split_checked()
     lines = read_sentences(input_file, skip_blank_lines=skip_blank_lines)
@@ -153,7 +153,9 @@ def plan_attributes(options) -> dict[str, str]:
     """The execution plan of ``options`` and the kernels its products ran with, as HDF5 attributes."""
     if options.plan is None:
         return {}
-    used = {f"rows<={rows} weight={w[0]}x{w[1]}": kernel for (rows, w), kernel in sorted(options.products.decisions.items())}
+    products = options.products
+    decisions = {**products.exact.decisions, **products.decisions} if products.int8 else products.decisions
+    used = {f"rows<={rows} weight={w[0]}x{w[1]}": kernel for (rows, w), kernel in sorted(decisions.items())}
     return {"execution_plan": options.plan.summary(), "kernels_used": json.dumps(used)}
 
 
@@ -199,13 +201,13 @@ def _select(emb: np.ndarray, output_format: str) -> np.ndarray:
     return emb.astype(np.float32, copy=False)
 
 
-def _fingerprint(input_file, model: BiLM, settings: dict) -> dict:
+def _fingerprint(input_file, model: str, settings: dict) -> dict:
     """What must match for a resumed run to continue an earlier one."""
     source: dict = {"stream": True}
     if isinstance(input_file, (str, os.PathLike)) and str(input_file) != "-" and Path(input_file).is_file():
         stat = Path(input_file).stat()
         source = {"path": str(Path(input_file).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    return {"input": source, "settings": settings, "model": model_fingerprint(model)}
+    return {"input": source, "settings": settings, "model": model}
 
 
 def check_shard(index: int, count: int) -> None:

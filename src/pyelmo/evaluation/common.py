@@ -107,9 +107,10 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
 
     cache_file = None
     if cache_dir is not None:
-        fingerprint = fingerprint or model_fingerprint(model)
+        fingerprint = fingerprint or embedder.fingerprint
         h = hashlib.sha1(CACHE_VERSION.encode())
         h.update(fingerprint.encode())
+        h.update(embedder.options.plan.vectors_key.encode())
         h.update(json.dumps([[list(s) for s in sentences], positions], ensure_ascii=False).encode("utf-8"))
         cache_file = Path(cache_dir) / f"{tag}-{h.hexdigest()[:20]}.npz"
         cached = _read_cache(cache_file, (n_layers, n_rows, dim))

@@ -181,7 +181,8 @@ def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sent
                  test_sentences: int | None = 1000, l2: float = 1e-4, max_iter: int = 100,
                  fingerprint: str | None = None, cache_dir: str | os.PathLike | None = None, batch_size: int = 32,
                  progress: bool = True) -> dict:
-    """POS accuracy of a most-frequent-tag baseline, word2vec and each biLM layer."""
+    """POS accuracy of a most-frequent-tag baseline, word2vec and each biLM layer (``model``: a biLM, or an
+    ``ElmoEmbedder`` whose settings, such as its precision, compute the vectors)."""
     from tqdm import tqdm
 
     from pyelmo.evaluation.common import token_vectors
@@ -213,8 +214,9 @@ def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sent
         jobs.append(("word2vec", x_tr, x_te, {"oov_rate": float(1 - k_te.mean())}))
     from pyelmo.embedding.embedder import ElmoEmbedder
 
-    embedder = ElmoEmbedder(model, batch_size=batch_size)  # one token cache for both splits
-    fingerprint = fingerprint or model_fingerprint(model)
+    # one token cache for both splits
+    embedder = model if isinstance(model, ElmoEmbedder) else ElmoEmbedder(model, batch_size=batch_size)
+    fingerprint = fingerprint or embedder.fingerprint
     vec_tr = token_vectors(embedder, [s.words for s in train], tr_pos, fingerprint=fingerprint, cache_dir=cache_dir,
                            tag="pos-train", batch_size=batch_size, progress=progress)
     vec_te = token_vectors(embedder, [s.words for s in test], te_pos, fingerprint=fingerprint, cache_dir=cache_dir,

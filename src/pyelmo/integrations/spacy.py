@@ -74,7 +74,8 @@ class ElmoComponent:
     ``token.vector`` / ``span.vector`` / ``doc.vector`` (a span's or doc's: the mean of its tokens'),
     their ``vector_norm`` and ``similarity`` (the cosine of the vectors) use them."""
 
-    def __init__(self, nlp: Language, name: str, model: str | None, layer: str | int, batch_size: int) -> None:
+    def __init__(self, nlp: Language, name: str, model: str | None, layer: str | int, batch_size: int,
+                 precision: str = "float32") -> None:
         if not (layer in LAYERS or isinstance(layer, int) and not isinstance(layer, bool)):
             raise InputError(f"pyelmo component: layer must be 'average', 'top' or a layer index, got {layer!r}")
         if batch_size < 1:
@@ -83,7 +84,7 @@ class ElmoComponent:
         from pyelmo.embedding.embedder import ElmoEmbedder
 
         try:  # now, so that a bad model fails at add_pipe rather than at the first nlp(...)
-            self.embedder = ElmoEmbedder(model)
+            self.embedder = ElmoEmbedder(model, precision=precision)
         except PyelmoError as exc:
             raise type(exc)(f"pyelmo component: model {model!r}: {exc}") from None
         n_layers = self.embedder.model.config.num_layers
@@ -119,8 +120,10 @@ class ElmoComponent:
             doc.user_token_hooks[name] = for_token
 
 
-@Language.factory("pyelmo", default_config={"model": None, "layer": "average", "batch_size": 64})
+@Language.factory("pyelmo", default_config={"model": None, "layer": "average", "batch_size": 64,
+                                            "precision": "float32"})
 def make_elmo_component(nlp: Language, name: str, model: str | None, layer: str | int,
-                        batch_size: int) -> ElmoComponent:
-    """spaCy factory ``"pyelmo"``: ``nlp.add_pipe("pyelmo", config={"model": ..., "layer": ...})``."""
-    return ElmoComponent(nlp, name, model, layer, batch_size)
+                        batch_size: int, precision: str) -> ElmoComponent:
+    """spaCy factory ``"pyelmo"``: ``nlp.add_pipe("pyelmo", config={"model": ..., "layer": ...})``;
+    ``"precision": "int8"`` runs the biLM's large products in int8 (``ElmoEmbedder``'s ``precision``)."""
+    return ElmoComponent(nlp, name, model, layer, batch_size, precision)

@@ -78,6 +78,9 @@ class BiLM(nn.Module):
         """
         options = options or DIFFERENTIABLE_RUN
         backend = options.backend
+        if not backend.products.int8 and self.released:
+            raise ValueError("this biLM's weights were handed to an int8 embedder's products: run it through "
+                             "that embedder (or load the model again)")
         if not backend.differentiable and torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
             raise ValueError(f"the {backend.name} backend computes no gradients: run it under torch.no_grad() "
                              "or with frozen parameters, or use the differentiable backend (RunOptions())")
@@ -123,6 +126,19 @@ class BiLM(nn.Module):
         copy = type(self)(self.config, dropout=dropout)
         copy.load_state_dict(self.state_dict())
         return copy
+
+    def release_weights(self, products) -> None:
+        """Hand the weights that ``products`` quantize (int8 mode) to them: they keep the only copy
+        (:meth:`pyelmo.runtime.products.Products.release`) and the modules storage-less placeholders, so this
+        biLM then runs only through those products. For the owner of a biLM never trained or saved (an embedder)."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear) and products.quantizes(module.weight):
+                module.weight = products.release(module.weight)
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release_weights` handed weights to an int8 embedder's products."""
+        return any(p.is_meta for p in self.parameters())
 
     def product_weights(self) -> dict[str, torch.Tensor]:
         """Every weight the model's matrix products multiply by, once per distinct use (to print a plan)."""

@@ -187,7 +187,7 @@ class Inference:
         step = {layer.state_gates.weight.data_ptr(), layer.projection.weight.data_ptr()}
         for name, w in weights.items():
             for rows in ROW_CLASSES:
-                x = torch.zeros(rows, w.shape[1], device=w.device)
+                x = torch.zeros(rows, w.shape[1], device="cpu" if w.is_meta else w.device)  # meta: released to int8
                 exact = products.runs_exact(x, w)
                 runs = products.exact if exact else products
                 kernel = runs.kernel(x, w)
@@ -196,8 +196,10 @@ class Inference:
                     kernel = "bmm"
                 elif batched > _previous_class(rows):  # the class's smaller steps run batched
                     kernel = f"bmm to {batched} rows, else {kernel}"
+                precision = ("int8" if products.quantizes(w) else
+                             "float32" if exact or products.dtype is None else "bfloat16")
                 table.append({"product": name, "weight": list(w.shape), "rows": _rows_label(rows), "kernel": kernel,
-                              "precision": "float32" if exact or products.dtype is None else "bfloat16"})
+                              "precision": precision})
         shape = (layer.input_gates.in_features, layer.dim, layer.projection_dim)
         orders = {}
         for rows in ROW_CLASSES:

@@ -66,10 +66,13 @@ class RunOptions:
     @classmethod
     def inference(cls, plan: ExecutionPlan | None = None, *, stateful: bool = False, token_cache_size: int = 0,
                   bf16: bool = False, autotune: bool = False, kernels: str | None = None,
-                  device: str | torch.device = "cpu") -> RunOptions:
-        """The inference backend with ``plan`` (default: :meth:`ExecutionPlan.for_machine` of ``bf16``,
-        ``autotune`` and ``kernels``)."""
-        plan = plan or ExecutionPlan.for_machine(bf16=bf16, autotune=autotune, kernels=kernels, device=device)
+                  device: str | torch.device = "cpu", precision: str | None = None,
+                  int8_min_weight: int | None = None) -> RunOptions:
+        """The inference backend with ``plan`` (default: :meth:`ExecutionPlan.for_machine` of ``precision``
+        (``float32``, ``bfloat16`` or ``int8``; ``bf16=True`` is bfloat16), ``int8_min_weight``, ``autotune`` and
+        ``kernels``)."""
+        plan = plan or ExecutionPlan.for_machine(bf16=bf16, autotune=autotune, kernels=kernels, device=device,
+                                                 precision=precision, int8_min_weight=int8_min_weight)
         return cls(Inference(plan), TokenCache(token_cache_size) if token_cache_size > 0 else None,
                    CarriedStates() if stateful else None)
 
@@ -88,5 +91,10 @@ class RunOptions:
 
     @property
     def dtype(self) -> torch.dtype:
-        """The products' input precision."""
+        """The products' input precision (float32 in int8 mode: the activations are quantized inside the products)."""
         return self.products.dtype or torch.float32
+
+    @property
+    def precision(self) -> str:
+        """What output files record: ``torch.float32``, ``torch.bfloat16`` or ``int8``."""
+        return "int8" if self.products.int8 else str(self.dtype)

@@ -28,7 +28,13 @@ KERNEL_RULES = ("fixed", "autotune", *KERNELS)
 #: How the packed loop runs a level's two directions: in one loop (gate nonlinearities once over
 #: both, small step products batched) or one after the other (each direction's weights stay in cache).
 DIRECTIONS = ("together", "apart")
-PRECISIONS = ("float32", "bfloat16")
+#: ``float32``: exact; ``bfloat16``: products on bfloat16 inputs and weights, float32 sums; ``int8``: the
+#: products with large weights on int8 weights (per output channel) and int8 activations (per row).
+PRECISIONS = ("float32", "bfloat16", "int8")
+#: The int8 mode quantizes the weights of at least this many elements (the LSTM's and the highways' of the
+#: released sizes); smaller products (the convolutions, a small model's projections) stay exact float32,
+#: where the dynamic quantization of their inputs costs more than int8 saves.
+INT8_MIN_WEIGHT = 2**18
 #: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
 ROW_CLASSES = (1, 8, 64, 256)
 #: The fixed rule: oneDNN (when available) for products of at least this many multiply-adds;
@@ -65,6 +71,18 @@ def usable_bf16(requested: bool) -> bool:
     return requested
 
 
+def int8_engine() -> str | None:
+    """The quantized engine PyTorch runs the int8 products with here (``x86``/``fbgemm`` on x86 CPUs,
+    ``qnnpack`` on arm), or ``None`` if this build has none. Its dynamic linear quantizes the
+    activations per call (per tensor); on x86 to 7 bits (``reduce_range``: AVX2's 16-bit
+    intermediate sums of 8-bit products would overflow), as PyTorch's own dynamic quantization does."""
+    try:
+        engine = torch.backends.quantized.engine
+    except (AttributeError, RuntimeError):
+        return None
+    return engine if engine in torch.backends.quantized.supported_engines and engine != "none" else None
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_flags() -> tuple[str, frozenset[str]]:
     """This CPU's model name and feature flags (from ``/proc/cpuinfo`` where there is one)."""
@@ -98,8 +116,9 @@ def fixed_kernel(rows: int, weight_shape: tuple[int, int], onednn: bool) -> str:
 class ExecutionPlan:
     """How the inference products run on this machine (see the module docstring).
 
-    ``precision``: ``"float32"`` (exact) or ``"bfloat16"`` (products on bfloat16 inputs and weights,
-    float32 sums); ``kernels``: one of :data:`KERNEL_RULES`; ``directions``: one of :data:`DIRECTIONS`,
+    ``precision``: one of :data:`PRECISIONS` (``"float32"`` exact; ``"int8"``: see :func:`int8_engine`);
+    ``kernels``: one of :data:`KERNEL_RULES`; ``int8_min_weight``: in int8 mode, the products with weights
+    of at least this many elements run in int8 (0: all of them), the others exact float32; ``directions``: one of :data:`DIRECTIONS`,
     or ``"autotune"`` (measured on the first calls). ``cpu``, ``torch``, ``onednn``: what the rule
     was decided from.
     """
@@ -110,6 +129,7 @@ class ExecutionPlan:
     cpu: str = field(default_factory=lambda: cpu_flags()[0])
     torch: str = torch.__version__
     onednn: bool = field(default_factory=onednn_available)
+    int8_min_weight: int = INT8_MIN_WEIGHT
 
     def __post_init__(self) -> None:
         for name, allowed in (("precision", PRECISIONS), ("kernels", KERNEL_RULES),
@@ -118,20 +138,38 @@ class ExecutionPlan:
                 raise ConfigError(f"plan {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.kernels == "onednn" and not self.onednn:
             raise ConfigError("oneDNN kernels were asked for, but this PyTorch build has no oneDNN")
+        if self.precision == "int8" and int8_engine() is None:
+            raise ConfigError("int8 was asked for, but this PyTorch build has no quantized int8 CPU kernels")
 
     @classmethod
     def for_machine(cls, *, bf16: bool = False, autotune: bool = False, kernels: str | None = None,
-                    device: str | torch.device = "cpu") -> ExecutionPlan:
-        """The plan for this machine: bfloat16 only where the hardware multiplies it (else exact float32);
+                    device: str | torch.device = "cpu", precision: str | None = None,
+                    int8_min_weight: int | None = None) -> ExecutionPlan:
+        """The plan for this machine: ``precision`` (default float32; ``bf16=True`` is ``"bfloat16"``), with
+        bfloat16 only where the hardware multiplies it (else exact float32) and int8 on the CPU only (on the
+        weights of at least ``int8_min_weight`` elements, default :data:`INT8_MIN_WEIGHT`);
         the fixed rule (or ``kernels``), or measured with ``autotune``. The directions run one after the
         other on CPUs with AMX tiles, where each direction's weights staying in cache pays, else together."""
         on_cpu = torch.device(device).type == "cpu"
-        precision = "bfloat16" if bf16 and (not on_cpu or usable_bf16(True)) else "float32"
+        if precision is not None and precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if bf16 and precision not in (None, "bfloat16"):
+            raise ConfigError(f"bf16 is the bfloat16 precision: it cannot be combined with precision={precision!r}")
+        precision = "bfloat16" if bf16 else (precision or "float32")
+        if precision == "bfloat16":
+            precision = "bfloat16" if not on_cpu or usable_bf16(True) else "float32"
+        if precision == "int8" and not on_cpu:
+            raise ConfigError(f"int8 runs on the CPU only (its kernels are PyTorch's quantized CPU ones), not on {device}")
+        if precision == "int8" and autotune:
+            raise ConfigError("autotune measures the float32 and bfloat16 kernels: it cannot be combined with int8")
         if autotune and kernels not in (None, "autotune"):
             raise ConfigError(f"autotune measures the kernels: it cannot be combined with kernels={kernels!r}")
         rule = "autotune" if autotune else (kernels or "fixed")
         directions = "autotune" if autotune else ("apart" if "amx_tile" in cpu_flags()[1] else "together")
-        return cls(precision, rule, directions, onednn=onednn_available() and on_cpu)
+        if int8_min_weight is not None and (precision != "int8" or int8_min_weight < 0):
+            raise ConfigError("int8_min_weight is a number of weight elements >= 0 and goes with the int8 precision")
+        return cls(precision, rule, directions, onednn=onednn_available() and on_cpu,
+                   int8_min_weight=INT8_MIN_WEIGHT if int8_min_weight is None else int8_min_weight)
 
     @property
     def autotune(self) -> bool:
@@ -149,7 +187,20 @@ class ExecutionPlan:
             return self.kernels
         return fixed_kernel(row_class(rows), weight_shape, self.onednn)
 
+    def quantized(self, weight_shape: tuple[int, int]) -> bool:
+        """Whether the products with a weight of ``weight_shape`` run in int8 (int8 mode, large weights)."""
+        return self.precision == "int8" and weight_shape[0] * weight_shape[1] >= self.int8_min_weight
+
+    @property
+    def vectors_key(self) -> str:
+        """What, beyond the model and the input, the vectors depend on more than float rounding: empty for
+        the exact mode, else the precision (and int8's rule), for the keys of stored vectors."""
+        if self.precision == "float32":
+            return ""
+        return f"{self.precision}:{self.int8_min_weight}" if self.precision == "int8" else self.precision
+
     def summary(self) -> str:
         """One line: what the plan is and what it was decided from (recorded in output files)."""
+        int8 = f" int8_min_weight={self.int8_min_weight} int8_engine={int8_engine()}" if self.precision == "int8" else ""
         return (f"precision={self.precision} kernels={self.kernels} directions={self.directions} "
-                f"cpu={self.cpu!r} torch={self.torch} onednn={self.onednn} threads={torch.get_num_threads()}")
+                f"cpu={self.cpu!r} torch={self.torch} onednn={self.onednn}{int8} threads={torch.get_num_threads()}")

@@ -4,7 +4,8 @@
   (training, the reference path);
 - ``Products(plan)``: the inference products of an :class:`~pyelmo.runtime.plan.ExecutionPlan`: exact
   float32 through the kernel the plan gives each shape (``torch.mm`` on ``W`` or a copy of ``W^T``,
-  or oneDNN with ``W`` prepacked), or bfloat16 inputs and weights with float32 sums; no autograd.
+  or oneDNN with ``W`` prepacked), or bfloat16 inputs and weights with float32 sums, or (int8) the
+  LSTM's products on int8 weights and activations (:func:`quantize_int8`); no autograd.
 
 Small same-shaped products of several weights on their own rows (the two directions of an LSTM
 level at one time step) run as one batched product (:class:`EachDirection`).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 import weakref
 from dataclasses import replace
 from typing import Callable
@@ -22,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from pyelmo.runtime import autotune
-from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, row_class
+from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, int8_engine, row_class
 
 #: Same-shaped step products of at most this many multiply-adds each (the two directions of a
 #: level at one time step) run as one batched product on their weights stacked, when no kernel is
@@ -40,6 +42,30 @@ def onednn_rows(rows: int) -> int:
     return size
 
 
+def quantize_int8(w: torch.Tensor) -> object:
+    """``W (out, in)`` quantized to int8 per output channel (symmetric: each row's scale is its largest
+    magnitude / 127) and packed for the quantized engine's dynamic linear (``quantized::linear_dynamic``)."""
+    if w.is_meta:
+        raise RuntimeError("this weight was released after int8 packing and cannot be packed again")
+    w = w.detach().float().contiguous()
+    scales = (w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127).double()
+    with warnings.catch_warnings():  # PyTorch marks its quantized tensors as deprecated; their kernels are the ones here
+        warnings.simplefilter("ignore")
+        q = torch.quantize_per_channel(w, scales, torch.zeros(w.shape[0], dtype=torch.long), 0, torch.qint8)
+        return torch.ops.quantized.linear_prepack(q, None)
+
+
+def int8_linear(x: torch.Tensor, packed: object) -> torch.Tensor:
+    """``x @ W^T`` on a :func:`quantize_int8`-packed ``W``, int32 sums, a float32 result. The engine quantizes
+    its input per tensor; each row is scaled to the same largest magnitude first (and its result back), so
+    that in effect each row is quantized on its own scale: a row of small values keeps its resolution."""
+    reduce_range = int8_engine() != "qnnpack"
+    if x.shape[0] == 1:  # one row: per tensor is per row
+        return torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range)
+    scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
+    return torch.ops.quantized.linear_dynamic(x / scale, packed, reduce_range).mul_(scale)
+
+
 class Products:
     """``x @ W^T`` for the modules: ``Products()`` differentiable ``torch`` products, ``Products(plan)``
     the inference products of ``plan`` (see the module docstring).
@@ -54,6 +80,8 @@ class Products:
         self.plan = plan
         self.dtype = plan.dtype if plan is not None else None
         self.onednn = plan is not None and plan.onednn
+        #: int8 mode: the products with large weights (:meth:`ExecutionPlan.quantized`) run on int8 weights
+        self.int8 = plan is not None and plan.precision == "int8"
         self.decisions: dict[tuple[int, tuple[int, int]], str] = {}
         self._weights: dict[tuple, tuple[weakref.ref, tuple, torch.Tensor]] = {}
         self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
@@ -89,6 +117,21 @@ class Products:
         """The exact float32 products of this plan's kernel rule (where the bfloat16 mode hands products)."""
         return Products(replace(self.plan, precision="float32"))
 
+    def quantizes(self, w: torch.Tensor) -> bool:
+        """Whether the products with ``w`` run in int8 (the plan's :meth:`ExecutionPlan.quantized`)."""
+        return self.int8 and self.plan.quantized(tuple(w.shape))
+
+    def release(self, w: torch.nn.Parameter) -> torch.nn.Parameter:
+        """int8 mode: pack the weight ``w`` now and return a placeholder without storage (a ``meta`` tensor of
+        its shape) for the caller to put in its place, so that the int8 copy is the only one in memory.
+        The products keep running on the packed weight through the placeholder."""
+        if not self.quantizes(w):
+            raise ValueError("only the weights that the int8 products quantize can be released")
+        packed = self.weight(w, "int8")
+        placeholder = torch.nn.Parameter(torch.empty(w.shape, device="meta"), requires_grad=False)
+        self._weights[(id(placeholder), "int8")] = (weakref.ref(placeholder), (0, 0), packed)
+        return placeholder
+
     def runs_exact(self, x: torch.Tensor, w: torch.Tensor) -> bool:
         """In the bfloat16 mode of an autotuned plan: whether ``x @ w.T`` runs as exact float32 instead,
         because bfloat16 measured slower for its shape class here."""
@@ -106,7 +149,9 @@ class Products:
         key = (row_class(x.shape[0]), tuple(w.shape))
         chosen = self.decisions.get(key)
         if chosen is None:
-            if self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
+            if self.plan.quantized(key[1]):
+                chosen = "int8"
+            elif self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
                 chosen = "onednn" if self.onednn and bf16_supported() else "mm"
             elif self.plan.autotune:
                 chosen = autotune.kernel(self, key[0], w)
@@ -117,7 +162,9 @@ class Products:
 
     def prepare(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
         """``w`` in this path's precision as ``kernel`` takes it: ``W^T`` (a view for ``mm``, a
-        contiguous copy for ``mm_t``) or prepacked for oneDNN. Not kept: see :meth:`weight`."""
+        contiguous copy for ``mm_t``), prepacked for oneDNN, or quantized (``int8``). Not kept: see :meth:`weight`."""
+        if kernel == "int8":
+            return quantize_int8(w)
         prepared = w.detach() if self.dtype is None else w.detach().to(self.dtype)
         if kernel == "onednn":
             return torch.ops.mkldnn._reorder_linear_weight(prepared, 32)
@@ -153,6 +200,9 @@ class Products:
                 bias: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W^T`` through ``kernel`` on its :meth:`prepare`'d weight, in this path's precision:
         float32 with ``bias`` added, or the bfloat16 mode's bfloat16 result (``bias`` not added)."""
+        if kernel == "int8":
+            y = int8_linear(x, prepared)
+            return y if bias is None else y.add_(bias)
         if kernel == "onednn":
             rows, padded = x.shape[0], onednn_rows(x.shape[0])
             if padded != rows:  # a few shapes only: oneDNN keeps a compiled kernel per shape
@@ -167,7 +217,7 @@ class Products:
     def run(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
             bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W^T (+ bias)`` as float32 through ``kernel``, on its :meth:`prepare`'d weight (into ``out``)."""
-        if out is not None and self.dtype is None and kernel != "onednn":
+        if out is not None and self.dtype is None and kernel not in ("onednn", "int8"):
             return torch.mm(x, prepared, out=out) if bias is None else torch.addmm(bias, x, prepared, out=out)
         y = self.product(kernel, x, prepared, bias)
         if self.dtype is None:
@@ -204,7 +254,7 @@ class Products:
         if self.runs_exact(x, w):
             return self.exact.addmm_(acc, x, w)
         kernel = self.kernel(x, w)
-        if self.dtype is None and kernel != "onednn":
+        if self.dtype is None and kernel not in ("onednn", "int8"):
             return acc.addmm_(x, self.weight(w, kernel))
         return acc.add_(self.product(kernel, x, self.weight(w, kernel)))  # a bfloat16 result is added in float32
 
@@ -220,7 +270,8 @@ class EachDirection:
 
     def __init__(self, products: Products, weights: list[torch.Tensor]) -> None:
         self.products, self.weights = products, weights
-        batches = products.dtype is None and not products.forced and weights[0].dtype == torch.float32
+        batches = (products.dtype is None and not products.forced and not products.quantizes(weights[0])
+                   and weights[0].dtype == torch.float32)
         self.max_batched_rows = BATCHED_MAX_WORK // weights[0].numel() if batches else 0
         self.stacked = products.stacked(weights) if self.max_batched_rows else None
         self.exact = products.exact.each(weights) if products.dtype is not None and products.plan.autotune else None

@@ -37,16 +37,17 @@ class Service:
 def build_service(model: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None, *,
                   batching: bool = True, max_wait: float = DEFAULT_MAX_WAIT,
                   max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, limits: Limits | None = None,
-                  cache_dir: str | os.PathLike | None = None, lang: str = "auto") -> Service:
+                  cache_dir: str | os.PathLike | None = None, lang: str = "auto",
+                  precision: str | None = None, int8_min_weight: int | None = None) -> Service:
     """Load the model (default: the shipped one), its LM head when it has one, and the corpus vectors.
-    ``lang``: the language raw-text sentences are tokenized as (``auto``: from their script)."""
+    ``lang``: the language raw-text sentences are tokenized as (``auto``: from their script); ``precision``
+    and ``int8_min_weight``: the embedder's (``ElmoEmbedder``; default exact float32)."""
     from pyelmo.embedding.embedder import ElmoEmbedder
-    from pyelmo.modelio.weights import model_fingerprint
     from pyelmo.text.tokenize import check_lang
 
     check_lang(lang)
-    embedder = ElmoEmbedder(model, weight_file)
-    fingerprint = model_fingerprint(embedder.model)
+    embedder = ElmoEmbedder(model, weight_file, precision=precision, int8_min_weight=int8_min_weight)
+    fingerprint = embedder.fingerprint
     predictor = None
     if weight_file is None:
         predictor = _load_predictor(model)
@@ -59,6 +60,8 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
         "layers": config.lstm.n_layers + 1,
         "dim": 2 * config.lstm.projection_dim,
         "predict": predictor is not None,
+        "precision": embedder.options.plan.precision,
+        "execution_plan": embedder.options.plan.summary(),
     }
     batcher = Batcher(embedder, batching=batching, max_wait=max_wait, max_tokens=max_batch_tokens)
     return Service(embedder, batcher, corpus, info, predictor, limits or Limits(), lang)

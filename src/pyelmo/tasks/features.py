@@ -36,12 +36,13 @@ class LayerCache:
     ``float16`` (the default) halves memory; the task results do not depend on it
     measurably.  ``float32`` keeps the biLM's exact values.  ``context="sentence"``: the biLM
     runs on each sentence of an example (:func:`sentence_spans` with ``max_tokens``) and
-    ``cache[tokens]`` concatenates their layers; ``"line"``: on the whole example.
+    ``cache[tokens]`` concatenates their layers; ``"line"``: on the whole example. ``plan``: the execution
+    plan of the biLM's products (:class:`pyelmo.runtime.plan.ExecutionPlan`; default exact float32).
     """
 
     def __init__(self, bilm, dtype=np.float16, batch_size: int = 64, progress: bool = True,
                  cache_dir: str | os.PathLike | None = None, fingerprint: str | None = None,
-                 context: str = "line", max_tokens: int = 100) -> None:
+                 context: str = "line", max_tokens: int = 100, plan=None) -> None:
         if context not in CONTEXTS:
             raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
         self.context = context
@@ -53,6 +54,7 @@ class LayerCache:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.fingerprint = fingerprint
         self.layers: dict[tuple[str, ...], np.ndarray] = {}
+        self.plan = plan  # the embedder's execution plan (None: the default, exact)
 
     def add(self, sentences: Sequence[Sequence[str]], desc: str = "biLM layers") -> None:
         """Compute the layers of the sentences not yet cached (with ``cache_dir``: read them from
@@ -96,6 +98,8 @@ class LayerCache:
         key = f"{self.fingerprint}:{np.dtype(self.dtype).name}"
         if self.context != "line":  # the line context keeps the keys of the caches made before contexts
             key += f":{self.context}:{self.max_tokens}"
+        if self.plan is not None and self.plan.vectors_key:  # the exact mode keeps the keys made before precisions
+            key += f":{self.plan.vectors_key}"
         h = hashlib.sha1(key.encode())
         h.update(json.dumps(todo, ensure_ascii=False).encode("utf-8"))
         return self.cache_dir / f"layers-{h.hexdigest()[:24]}.npz"  # type: ignore[operator]
@@ -105,7 +109,7 @@ class LayerCache:
 
         from pyelmo.embedding.embedder import ElmoEmbedder
 
-        embedder = ElmoEmbedder(self.bilm, batch_size=self.batch_size)
+        embedder = ElmoEmbedder(self.bilm, batch_size=self.batch_size, plan=self.plan)
         with tqdm(total=len(todo), desc=desc, unit="sent", disable=not self.progress, file=sys.stderr) as bar:
             for sent, emb in zip(todo, embedder.embed_sentences([list(s) for s in todo])):
                 self.layers[sent] = emb.astype(self.dtype)

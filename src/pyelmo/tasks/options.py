@@ -33,6 +33,12 @@ class TrainOptions:
     cache_dir: str | None = None  # biLM layers kept on disk across runs (None: in memory only)
     bilm_context: str | None = None  # "line" or "sentence" (None: the kind's default, DEFAULT_CONTEXT)
     max_answer_tokens: int = 30  # qa: the longest answer decoding picks
+    precision: str = "float32"  # the biLM's products: "float32" (exact) or "int8" (ExecutionPlan)
+    int8_min_weight: int | None = None  # int8: the smallest weight quantized (None: the plan's default)
+
+    def plan(self):
+        """The execution plan that computes the biLM's layers."""
+        return features_plan(self.precision, self.int8_min_weight)
 
     def check(self) -> None:
         if self.features not in FEATURES:
@@ -53,6 +59,9 @@ class TrainOptions:
             raise InputError("--min-steps must not be negative")
         if self.bilm_context is not None and self.bilm_context not in CONTEXTS:
             raise InputError(f"--bilm-context must be one of {', '.join(CONTEXTS)}, got {self.bilm_context!r}")
+        if self.precision != "float32" and not self.uses_elmo:
+            raise InputError("--precision sets how the biLM computes its layers: it needs ELMo features")
+        self.plan()  # a bad precision or int8 rule fails here, before any work
 
     @property
     def uses_static(self) -> bool:
@@ -101,6 +110,15 @@ class BiLMSource:
         bilm = load(self.model, self.weight_file)
         bilm.eval()
         return bilm
+
+
+def features_plan(precision: str | None, int8_min_weight: int | None = None):
+    """The execution plan of the biLM's layers for ``precision`` (``float32`` or ``int8``)."""
+    from pyelmo.runtime.plan import ExecutionPlan
+
+    if precision not in (None, "float32", "int8"):
+        raise InputError(f"--precision must be float32 or int8 for task features, got {precision!r}")
+    return ExecutionPlan.for_machine(precision=precision, int8_min_weight=int8_min_weight)
 
 
 def bilm_fingerprint(bilm) -> str:

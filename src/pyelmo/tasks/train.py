@@ -25,7 +25,7 @@ from pyelmo.tasks.data import Example, check_kind, label_set, read_examples
 from pyelmo.tasks.features import LayerCache, make_batch
 from pyelmo.tasks.metrics import classify_metrics, tag_metrics
 from pyelmo.tasks.model import ModelConfig, TaskModel
-from pyelmo.tasks.options import BiLMSource, TrainOptions, bilm_fingerprint
+from pyelmo.tasks.options import BiLMSource, TrainOptions, bilm_fingerprint, features_plan
 from pyelmo.tasks.reader import LABELS, QARunner, build_model
 from pyelmo.tasks.saved import FORMAT, WEIGHTS_NAME, read_saved, write_model_dir
 from pyelmo.tasks.static import StaticVectors, load_static
@@ -174,7 +174,7 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     fingerprint = bilm_fingerprint(bilm_model) if bilm_model is not None else None
     max_tokens = bilm.max_tokens() if bilm_model is not None else None
     cache = (LayerCache(bilm_model, progress=options.progress, cache_dir=options.cache_dir, fingerprint=fingerprint,
-                        context=options.bilm_context, max_tokens=max_tokens)
+                        context=options.bilm_context, max_tokens=max_tokens, plan=options.plan())
              if bilm_model is not None else None)
     config = ModelConfig(
         kind=kind, n_labels=len(labels),
@@ -292,12 +292,18 @@ def _dev_score(metrics: dict) -> float:
 
 
 def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, progress: bool = True,
-              cache_dir: str | os.PathLike | None = None) -> TaskRunner:
-    """A trained task model from ``directory``; ``bilm`` overrides the biLM it names (it must be the same)."""
+              cache_dir: str | os.PathLike | None = None, precision: str | None = None,
+              int8_min_weight: int | None = None) -> TaskRunner:
+    """A trained task model from ``directory``; ``bilm`` overrides the biLM it names (it must be the same);
+    ``precision`` and ``int8_min_weight`` how the biLM computes the layers (default: as in training)."""
     from safetensors.torch import load_file
 
     d = Path(directory)
     saved, config = read_saved(d)
+    if precision is None:  # as in training
+        precision = saved["options"].get("precision", "float32")
+        int8_min_weight = saved["options"].get("int8_min_weight") if int8_min_weight is None else int8_min_weight
+    plan = features_plan(precision, int8_min_weight)
     static = None
     if saved.get("static") is not None:
         static = load_static(saved["static"]["source"])
@@ -323,7 +329,8 @@ def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, prog
                              f"{config.elmo_dim}) do not match its biLM {shape}")
         cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found,
                            context=saved["options"].get("bilm_context") or "line",
-                           max_tokens=saved["bilm"].get("max_tokens", 100))
+                           max_tokens=saved["bilm"].get("max_tokens", 100),
+                           plan=plan)
     model = build_model(config, torch.from_numpy(static.vectors) if static else None)
     try:
         model.load_state_dict(load_file(str(d / WEIGHTS_NAME)))
