@@ -11,9 +11,16 @@ Each (side, config, batch size) runs in its own worker process (so its peak RSS 
 own); the two sides' timed runs are interleaved (pyelmo, AllenNLP, pyelmo, ...) and the
 median of ``--repeats`` is reported. AllenNLP's states are reset before every batch.
 pyelmo's token cache is off in this table (every repeat recomputes every token); the
-end-to-end run below uses the defaults, cache included. ``--bf16`` adds a row per
-(config, batch) for pyelmo's explicit reduced-precision mode (``embed --bf16``), timed in
-the same interleaved rounds, with its max-abs-diff against the exact fp32 path.
+end-to-end run below uses the defaults, cache included. ``--bf16`` and ``--int8`` add a row per
+(config, batch) for pyelmo's explicit reduced-precision modes (``embed --bf16``, ``embed
+--precision int8``, each in a worker of its own; the int8 worker keeps only the int8 copy of the
+weights it quantizes, as ``ElmoEmbedder`` does), timed in the same interleaved rounds, with their
+max-abs-diff against the exact fp32 path, the 1st percentile of per-token cosines to it, and their
+speed against the exact mode's.
+
+``--weight-memory``: per precision, a fresh process loads the model (``ElmoEmbedder``, as ``pyelmo
+embed`` does) and reports its resident memory after imports, after loading and at its peak; the
+difference is the model's weight memory in that mode.
 
     python benchmarks/embed_throughput.py --reference-python /tmp/allennlp-ref/bin/python \
         --sentences-b1 128 --latency-sentences 128 --e2e-lines 2000      # + batch-1 latency, end to end
@@ -137,16 +144,23 @@ def batch_workload(n_sentences: int, batch_size: int) -> tuple[list[list[str]], 
 
 
 # -- workers ------------------------------------------------------------------------------
+#: The reduced-precision workers and their precision.
+REDUCED = {"pyelmo-bf16": "bfloat16", "pyelmo-int8": "int8"}
+
+
 class PyelmoSide:
     """pyelmo with its default plan, in the package layout or (``--base-src``) the flat one before it."""
 
-    def __init__(self, options: str, weights: str, bf16: bool = False) -> None:
+    def __init__(self, options: str, weights: str, precision: str = "float32") -> None:
         from trees import inference_options, pyelmo_names
 
         self.names = pyelmo_names()
         self.model = self.names.load_bilm_hdf5(options, weights)
         # no token cache: every repeat recomputes every token
-        self.options, _ = inference_options(self.names, "default", bf16=bf16)
+        kwargs = {"bf16": True} if precision == "bfloat16" else {"precision": "int8"} if precision == "int8" else {}
+        self.options, _ = inference_options(self.names, "default", **kwargs)
+        if precision == "int8":  # as ElmoEmbedder does with a model it loads: the int8 copies only
+            self.model.release_weights(self.options.products)
 
     def sentence_runner(self, cache: bool):
         """``ElmoEmbedder.embed_sentence`` with the embedder's defaults (a fresh token cache) or the cache off."""
@@ -204,7 +218,7 @@ def worker(side_name: str) -> None:
             if side_name == "allennlp":
                 side = AllennlpSide(cmd["options"], cmd["weights"])
             else:
-                side = PyelmoSide(cmd["options"], cmd["weights"], bf16=side_name == "pyelmo-bf16")
+                side = PyelmoSide(cmd["options"], cmd["weights"], REDUCED.get(side_name, "float32"))
             batches = json.loads(Path(cmd["batches"]).read_text())
         elif op == "time":
             answer["gflops"] = matmul_rate(torch) if cmd.get("gemm", True) else {"mkl": 0.0, "onednn": 0.0, "bf16": 0.0}
@@ -306,6 +320,48 @@ def write_model(name: str, workdir: Path, seed: int = 0) -> tuple[Path, Path]:
     return options, weights
 
 
+def cosine_p1(path_a: Path, path_b: Path) -> float:
+    """The 1st percentile, over tokens and layers, of the per-token cosines between two outputs."""
+    import numpy as np
+
+    with np.load(path_a) as a, np.load(path_b) as b:
+        cos = [((a[k] * b[k]).sum(-1) / np.linalg.norm(a[k], axis=-1) / np.linalg.norm(b[k], axis=-1)).ravel()
+               for k in a.files]
+    return float(np.percentile(np.concatenate(cos), 1))
+
+
+def weight_memory(args, workdir: Path) -> None:
+    """Resident memory of a loaded model per precision (``--weight-memory``), each in a fresh process."""
+    options, weights = write_model(args.memory_config, workdir)
+    print(f"\nWeight memory of a loaded `{args.memory_config}` (ElmoEmbedder, fresh process each; MB)\n")
+    print("| precision | RSS after imports | RSS after loading | weights (difference) | share of exact | peak RSS |")
+    print("|---|---|---|---|---|---|")
+    exact = None
+    for precision in ("float32", "int8"):
+        proc = subprocess.run([sys.executable, __file__, "--weight-memory-process", str(options), str(weights), precision],
+                              capture_output=True, text=True, check=True)
+        before, after, peak = json.loads(proc.stdout.strip().splitlines()[-1])
+        exact = exact or after - before
+        print(f"| {precision} | {before:.0f} | {after:.0f} | {after - before:.0f} | {100 * (after - before) / exact:.0f}% "
+              f"| {peak:.0f} |")
+
+
+def weight_memory_process(options: str, weights: str, precision: str) -> None:
+    import gc
+
+    import torch  # noqa: F401  (imports first: their memory is not the model's)
+    from pyelmo.embedding.embedder import ElmoEmbedder
+
+    def rss_mb() -> float:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    before = rss_mb()
+    embedder = ElmoEmbedder(options, weights, precision=precision)
+    gc.collect()
+    print(json.dumps([before, rss_mb(), peak_rss_mb()]))
+    del embedder
+
+
 def max_abs_diff(path_a: Path, path_b: Path) -> float:
     import numpy as np
 
@@ -336,6 +392,8 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
                 sides["allennlp"] = Worker(args.reference_python, "allennlp")
             if args.bf16:
                 sides["pyelmo-bf16"] = Worker(sys.executable, "pyelmo-bf16")
+            if args.int8:
+                sides["pyelmo-int8"] = Worker(sys.executable, "pyelmo-int8")
             try:
                 for w in sides.values():
                     w.ask(op="init", threads=args.threads, options=str(options), weights=str(weights),
@@ -350,12 +408,14 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
                 sides["pyelmo"].ask(op="outputs", path=str(exact), exact=True)
                 row = {"config": name, "batch": batch_size, "sentences": n_sent, "tokens": tokens,
                        "diff_exact": max_abs_diff(fast, exact)}
-                if "pyelmo-bf16" in sides:
-                    low = workdir / "bf16.npz"
-                    sides["pyelmo-bf16"].ask(op="outputs", path=str(low))
-                    row["diff_exact_bf16"] = max_abs_diff(low, exact)
-                    with np.load(exact) as e:
-                        row["exact_max_abs"] = max(float(np.abs(e[k]).max(initial=0.0)) for k in e.files)
+                for side in REDUCED:
+                    if side in sides:
+                        low = workdir / f"{side}.npz"
+                        sides[side].ask(op="outputs", path=str(low))
+                        row[f"diff_exact_{side}"] = max_abs_diff(low, exact)
+                        row[f"cos_p1_{side}"] = cosine_p1(low, exact)
+                        with np.load(exact) as e:
+                            row["exact_max_abs"] = max(float(np.abs(e[k]).max(initial=0.0)) for k in e.files)
                 if "allennlp" in sides:
                     ref = workdir / "allennlp.npz"
                     sides["allennlp"].ask(op="outputs", path=str(ref))
@@ -391,13 +451,15 @@ def print_table(rows: list[dict]) -> None:
             f"{p['mkl_gflops']:.0f} / {p['onednn_gflops']:.0f}",
             f"{p['rss_mb']:.0f} / {a['rss_mb']:.0f}" if a else f"{p['rss_mb']:.0f}",
         ]) + " |")
-        if "pyelmo-bf16" in r:  # the explicit reduced-precision mode (--bf16): its error is the diff vs exact
-            b = r["pyelmo-bf16"]
+        for side, flag in (("pyelmo-bf16", "--bf16"), ("pyelmo-int8", "--precision int8")):
+            if side not in r:  # an explicit reduced-precision mode: its error is the diff vs exact
+                continue
+            b = r[side]
             print("| " + " | ".join([
-                f"{r['config']} --bf16", str(r["batch"]), f"{b['tok_s']:.1f}", f"{a['tok_s']:.1f}" if a else "-",
-                f"{b['tok_s'] / a['tok_s']:.2f}x" if a else "-",
-                f"{r['diff_exact_bf16']:.2e} (outputs up to {r['exact_max_abs']:.2f})", "-", "-", "-", "-",
-                f"{b['rss_mb']:.0f}",
+                f"{r['config']} {flag}", str(r["batch"]), f"{b['tok_s']:.1f} ({b['tok_s'] / p['tok_s']:.2f}x exact)",
+                f"{a['tok_s']:.1f}" if a else "-", f"{b['tok_s'] / a['tok_s']:.2f}x" if a else "-",
+                f"{r[f'diff_exact_{side}']:.2e} (outputs up to {r['exact_max_abs']:.2f}; cosine p1 "
+                f"{r[f'cos_p1_{side}']:.5f})", "-", "-", "-", "-", f"{b['rss_mb']:.0f}",
             ]) + " |")
 
 
@@ -530,7 +592,7 @@ def memory_check(args, workdir: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--worker", choices=["pyelmo", "pyelmo-bf16", "allennlp"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["pyelmo", "pyelmo-bf16", "pyelmo-int8", "allennlp"], help=argparse.SUPPRESS)
     parser.add_argument("--reference-python", help="python of the AllenNLP environment (e.g. /tmp/allennlp-ref/bin/python)")
     parser.add_argument("--configs", default="original,small", type=lambda s: s.split(","))
     parser.add_argument("--batch-sizes", default="1,32", type=lambda s: [int(x) for x in s.split(",")])
@@ -545,6 +607,10 @@ def main() -> None:
     parser.add_argument("--no-gemm", action="store_true", help="skip the matmul-rate measurement of every sample")
     parser.add_argument("--bf16", action="store_true",
                         help="add rows for pyelmo's explicit reduced-precision mode (embed --bf16)")
+    parser.add_argument("--int8", action="store_true", help="add rows for the int8 mode (embed --precision int8)")
+    parser.add_argument("--weight-memory", action="store_true",
+                        help="resident memory of a loaded --memory-config model per precision (fresh processes)")
+    parser.add_argument("--weight-memory-process", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--e2e-lines", type=int, default=0,
                         help="end to end: both sides embed the same file of this many lines, whole process each")
     parser.add_argument("--e2e-config", default="small")
@@ -563,6 +629,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         worker(args.worker)
+        return
+    if args.weight_memory_process:
+        weight_memory_process(*args.weight_memory_process)
         return
     if args.embed_file_process:
         side, options, weights, text, out, threads, result = args.embed_file_process
@@ -590,6 +659,8 @@ def main() -> None:
             end_to_end(args, workdir)
         if args.memory_check:
             memory_check(args, workdir)
+        if args.weight_memory:
+            weight_memory(args, workdir)
 
 
 if __name__ == "__main__":

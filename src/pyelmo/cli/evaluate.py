@@ -24,7 +24,7 @@ pretraining corpus, train/*.txt) when missing. Computed vectors are cached (--ca
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from pyelmo.cli.common import add_model_arguments
+    from pyelmo.cli.common import add_model_arguments, add_precision_arguments
 
     parser = sub.add_parser("evaluate", help="evaluate what the layers know (WSD, POS, neighbours)",
                             description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -57,6 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--batch-size", type=int, default=32, metavar="N", help="sentences per batch (default 32)")
     run.add_argument("--threads", type=int, default=0, metavar="N", help="torch CPU threads (default: torch's)")
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_precision_arguments(run)
     parser.set_defaults(func=run_command)
 
 
@@ -85,6 +86,9 @@ def run_command(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     model_arg, weight_file = model_source(args)
+    from pyelmo.runtime.plan import ExecutionPlan
+
+    ExecutionPlan.for_machine(precision=args.precision, int8_min_weight=args.int8_min_weight)  # before loading
     model = load(model_arg, weight_file)
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     options = EvalOptions(
@@ -109,6 +113,7 @@ def run_command(args: argparse.Namespace) -> int:
         wsd_max_lemmas=args.wsd_max_lemmas or None,
         neighbours_k=args.neighbours,
         model_source=str(model_arg or "shipped English model") + (f" + {weight_file}" if weight_file else ""),
+        precision=args.precision, int8_min_weight=args.int8_min_weight,
     )
     tasks = ALL_TASKS if args.task == "all" else (args.task,)
     results = run_evaluation(model, tasks, options)

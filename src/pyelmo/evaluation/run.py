@@ -37,6 +37,8 @@ class EvalOptions:
     wsd_max_lemmas: int | None = None
     neighbours_k: int = 3
     model_source: str = ""
+    precision: str | None = None  # how the biLM's products run (ElmoEmbedder's precision; None: exact)
+    int8_min_weight: int | None = None
 
 
 def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[str, dict]:
@@ -67,6 +69,13 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
         "vector size": 2 * model.config.lstm.projection_dim,
         "word2vec": str(static.path) if static is not None and static.path else "not used",
     }
+    if options.precision not in (None, "float32"):
+        from pyelmo.embedding.embedder import ElmoEmbedder
+
+        header["precision"] = options.precision
+        # the evaluations take an embedder in place of the model; its precision keys their vector caches
+        model = ElmoEmbedder(model, batch_size=options.batch_size, precision=options.precision,
+                             int8_min_weight=options.int8_min_weight)
     common = dict(fingerprint=fp, cache_dir=options.cache_dir, batch_size=options.batch_size,
                   progress=options.progress)
     results: dict[str, dict] = {}
