@@ -28,16 +28,15 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
 
 def add_precision_arguments(group) -> None:
     """--precision and --int8-min-weight."""
-    from pyelmo.runtime.plan import INT8_MIN_WEIGHT
-
     group.add_argument("--precision", choices=("float32", "bfloat16", "int8"), default=None,
                        help="float32 (default): exact. int8 (CPU): the products with large weights (the LSTM's "
                             "and the highways' of the released sizes) run on int8 weights, quantized per output "
                             "channel at load, and int8 inputs; the vectors differ slightly from the exact ones. "
                             "bfloat16: as --bf16. Speed and accuracy: benchmarks/RESULTS.md")
     group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
-                       help=f"with --precision int8: quantize the weights of at least N elements (default "
-                            f"{INT8_MIN_WEIGHT}; smaller products stay float32, where int8 does not pay)")
+                       help="with --precision int8: quantize the weights of at least N elements (default: the "
+                            "plan's rule, which 'pyelmo env --precision int8' shows; smaller products stay float32, "
+                            "where int8 does not pay; 0 quantizes every product)")
 
 
 def plan_settings(args: argparse.Namespace) -> dict:

@@ -23,10 +23,10 @@ from pyelmo.paths import user_cache_dir
 from pyelmo.runtime.plan import (DIRECTIONS, KERNELS, cpu_flags, fixed_kernel, onednn_available,
                                  row_class)
 
-#: ``products`` below: a :class:`pyelmo.runtime.products.Products` (passed in; this module is below it).
-#: The values each kind of cached entry may hold, by the entry's first word (kernel entries: :data:`KERNELS`).
 #: The precisions the bfloat16 mode measures per shape class (int8 is a rule of the plan, never measured).
 PRECISIONS = ("float32", "bfloat16")
+#: ``products`` below: a :class:`pyelmo.runtime.products.Products` (passed in; this module is below it).
+#: The values each kind of cached entry may hold, by the entry's first word (kernel entries: :data:`KERNELS`).
 ENTRY_VALUES = {"precision": PRECISIONS, "directions": DIRECTIONS}
 #: The rows each row class is measured at (the largest at 128 rows, to keep measuring cheap).
 MEASURE_ROWS = {1: 1, 8: 8, 64: 64, 256: 128}
