@@ -88,7 +88,12 @@ class ElmoEmbedder:
         except (RuntimeError, AssertionError) as exc:  # CUDA missing in this torch
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
         self._fingerprint: str | None = None
-        if self.options.products.int8 and not isinstance(model, BiLM):  # ours: keep the int8 weights only
+        products = self.options.products
+        if products.int8 and not any(products.quantizes(w) for w in self.model.product_weights().values()):
+            warnings.warn(f"int8: none of this model's weights has {self.options.plan.int8_min_weight} elements or "
+                          f"more, the size from which the plan quantizes; it runs exact float32 (a smaller "
+                          f"int8_min_weight, --int8-min-weight, quantizes smaller weights)", RuntimeWarning, stacklevel=2)
+        if products.int8 and not isinstance(model, BiLM):  # ours: keep the int8 weights only
             self._fingerprint = self.fingerprint
             self.model.release_weights(self.options.products)
         self.batch_size = batch_size
