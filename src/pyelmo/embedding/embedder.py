@@ -38,10 +38,11 @@ class ElmoEmbedder:
     batches (0 disables the cache). ``precision``: ``"float32"`` (default, exact), or an explicit
     reduced-precision mode: ``"bfloat16"`` (``bf16=True``; the matrix products run in bfloat16) or
     ``"int8"`` (CPU: the products with large weights, the LSTM's and the highways', on int8 weights
-    quantized per output channel once here, and int8 activations). Their accuracy and speed:
-    benchmarks/RESULTS.md; ``int8_min_weight``: the smallest weight (elements) int8 quantizes, default
-    :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`. In int8 mode a model the embedder loads itself keeps only the int8 copy of
-    those weights (the module's are then placeholders without storage); a ``BiLM`` passed in is left as it is.
+    quantized per output channel once here, and int8 activations; ``int8_min_weight``: the smallest
+    weight, in elements, that it quantizes, default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`).
+    Their accuracy and speed: benchmarks/RESULTS.md. In int8 mode a model the embedder loads itself
+    keeps only the int8 copies of those weights (the module's are then placeholders without
+    storage); a ``BiLM`` passed in is left as it is.
     The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
     default a fixed rule of this machine, so the same input gives the same bits in every process;
     ``autotune=True`` measures the kernels here instead (kept on disk; equal within float rounding).

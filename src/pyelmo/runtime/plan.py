@@ -117,10 +117,10 @@ class ExecutionPlan:
     """How the inference products run on this machine (see the module docstring).
 
     ``precision``: one of :data:`PRECISIONS` (``"float32"`` exact; ``"int8"``: see :func:`int8_engine`);
-    ``kernels``: one of :data:`KERNEL_RULES`; ``int8_min_weight``: in int8 mode, the products with weights
-    of at least this many elements run in int8 (0: all of them), the others exact float32; ``directions``: one of :data:`DIRECTIONS`,
-    or ``"autotune"`` (measured on the first calls). ``cpu``, ``torch``, ``onednn``: what the rule
-    was decided from.
+    ``kernels``: one of :data:`KERNEL_RULES`; ``directions``: one of :data:`DIRECTIONS`, or
+    ``"autotune"`` (measured on the first calls). ``cpu``, ``torch``, ``onednn``: what the rule was
+    decided from. ``int8_min_weight``: in int8 mode, the products with weights of at least this many
+    elements run in int8 (0: all of them), the others exact float32.
     """
 
     precision: str = "float32"
