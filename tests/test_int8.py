@@ -189,6 +189,10 @@ def test_spacy_component_takes_the_precision():
     doc = nlp("The bank raised its rates.")
     assert doc.tensor.shape[0] == len(doc)
     assert nlp.get_pipe("pyelmo").embedder.options.plan.precision == "int8"
+    from pyelmo.errors import InputError
+
+    with pytest.raises(InputError, match="precision must be"):
+        spacy.blank("en").add_pipe("pyelmo", config={"precision": "int4"})
 
 
 def test_task_models_train_and_evaluate_on_int8_layers(tmp_path, capsys):
