@@ -62,7 +62,6 @@ class SampleCorpus:
         examples = read_sense_examples(path)
         key = hashlib.sha1(CACHE_VERSION.encode())
         key.update(fingerprint.encode())
-        key.update(embedder.options.plan.vectors_key.encode())  # the exact mode keeps its earlier keys
         key.update(path.read_bytes())
         cache_file = Path(cache_dir if cache_dir is not None else default_cache_dir()) / \
             f"neighbours-{key.hexdigest()[:20]}.npz"
