@@ -157,8 +157,7 @@ class PyelmoSide:
         self.names = pyelmo_names()
         self.model = self.names.load_bilm_hdf5(options, weights)
         # no token cache: every repeat recomputes every token
-        kwargs = {"bf16": True} if precision == "bfloat16" else {"precision": "int8"} if precision == "int8" else {}
-        self.options, _ = inference_options(self.names, "default", **kwargs)
+        self.options, _ = inference_options(self.names, "default", **({} if precision == "float32" else {"precision": precision}))
         if precision == "int8":  # as ElmoEmbedder does with a model it loads: the int8 copies only
             self.model.release_weights(self.options.products)
 

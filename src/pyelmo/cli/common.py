@@ -39,6 +39,13 @@ def add_precision_arguments(group) -> None:
                             "where int8 does not pay; 0 quantizes every product)")
 
 
+def check_precision(args: argparse.Namespace) -> None:
+    """--precision and --int8-min-weight checked before any work (for commands that load the model later)."""
+    from pyelmo.runtime.plan import ExecutionPlan
+
+    ExecutionPlan.for_machine(precision=args.precision, int8_min_weight=args.int8_min_weight)
+
+
 def plan_settings(args: argparse.Namespace) -> dict:
     """The ``ElmoEmbedder``/``RunOptions.inference`` keyword arguments of the execution-plan flags."""
     settings = {"precision": getattr(args, "precision", None), "int8_min_weight": getattr(args, "int8_min_weight", None)}

@@ -64,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     import torch
 
-    from pyelmo.cli.common import model_source
+    from pyelmo.cli.common import check_precision, model_source
     from pyelmo.errors import InputError
     from pyelmo.evaluation.common import default_cache_dir
     from pyelmo.evaluation.run import ALL_TASKS, EvalOptions, model_directory, run_evaluation
@@ -86,9 +86,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     model_arg, weight_file = model_source(args)
-    from pyelmo.runtime.plan import ExecutionPlan
-
-    ExecutionPlan.for_machine(precision=args.precision, int8_min_weight=args.int8_min_weight)  # before loading
+    check_precision(args)
     model = load(model_arg, weight_file)
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     options = EvalOptions(

@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from pyelmo.cli.common import model_source
+    from pyelmo.cli.common import check_precision, model_source
     from pyelmo.errors import InputError
     from pyelmo.serve.process import check_address, check_serve_extra, run_server
 
@@ -78,9 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_lang(args.lang)  # --lang zh|ja|th: its segmenter is installed
     check_address(args.host, args.port)
-    from pyelmo.runtime.plan import ExecutionPlan
-
-    ExecutionPlan.for_machine(precision=args.precision, int8_min_weight=args.int8_min_weight)  # checked before the workers start
+    check_precision(args)  # before the workers start
 
     model, weight_file = model_source(args)
     settings = {"model": model, "weight_file": weight_file, "lang": args.lang, "threads": args.threads,

@@ -153,9 +153,7 @@ def plan_attributes(options) -> dict[str, str]:
     """The execution plan of ``options`` and the kernels its products ran with, as HDF5 attributes."""
     if options.plan is None:
         return {}
-    products = options.products
-    decisions = {**products.exact.decisions, **products.decisions} if products.int8 else products.decisions
-    used = {f"rows<={rows} weight={w[0]}x{w[1]}": kernel for (rows, w), kernel in sorted(decisions.items())}
+    used = {f"rows<={rows} weight={w[0]}x{w[1]}": kernel for (rows, w), kernel in sorted(options.products.decisions.items())}
     return {"execution_plan": options.plan.summary(), "kernels_used": json.dumps(used)}
 
 

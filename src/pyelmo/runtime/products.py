@@ -56,11 +56,11 @@ def quantize_int8(w: torch.Tensor) -> object:
         return torch.ops.quantized.linear_prepack(q, None)
 
 
-def int8_linear(x: torch.Tensor, packed: object) -> torch.Tensor:
-    """``x @ W^T`` on a :func:`quantize_int8`-packed ``W``, int32 sums, a float32 result. The engine quantizes
-    its input per tensor; each row is scaled to the same largest magnitude first (and its result back), so
-    that in effect each row is quantized on its own scale: a row of small values keeps its resolution."""
-    reduce_range = int8_engine() != "qnnpack"
+def int8_linear(x: torch.Tensor, packed: object, reduce_range: bool) -> torch.Tensor:
+    """``x @ W^T`` on a :func:`quantize_int8`-packed ``W``, int32 sums, a float32 result (``reduce_range``: 7-bit
+    inputs, see :func:`pyelmo.runtime.plan.int8_engine`). The engine quantizes its input per tensor; each row
+    is scaled to the same largest magnitude first (and its result back), so that in effect each row is
+    quantized on its own scale: a row of small values keeps its resolution."""
     if x.shape[0] == 1:  # one row: per tensor is per row
         return torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range)
     scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
@@ -83,6 +83,7 @@ class Products:
         self.onednn = plan is not None and plan.onednn
         #: int8 mode: the products with large weights (:meth:`ExecutionPlan.quantized`) run on int8 weights
         self.int8 = plan is not None and plan.precision == "int8"
+        self.int8_reduce_range = self.int8 and int8_engine() != "qnnpack"  # the engine's, decided once
         self.decisions: dict[tuple[int, tuple[int, int]], str] = {}
         self._weights: dict[tuple, tuple[weakref.ref, tuple, torch.Tensor]] = {}
         self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
@@ -128,7 +129,7 @@ class Products:
         The products keep running on the packed weight through the placeholder."""
         if not self.quantizes(w):
             raise ValueError("only the weights that the int8 products quantize can be released")
-        packed = self.weight(w, "int8")
+        packed = self.prepare(w, "int8")
         placeholder = torch.nn.Parameter(torch.empty(w.shape, device="meta"), requires_grad=False)
         self._weights[(id(placeholder), "int8")] = (weakref.ref(placeholder), (0, 0), packed)
         return placeholder
@@ -202,7 +203,7 @@ class Products:
         """``x @ W^T`` through ``kernel`` on its :meth:`prepare`'d weight, in this path's precision:
         float32 with ``bias`` added, or the bfloat16 mode's bfloat16 result (``bias`` not added)."""
         if kernel == "int8":
-            y = int8_linear(x, prepared)
+            y = int8_linear(x, prepared, self.int8_reduce_range)
             return y if bias is None else y.add_(bias)
         if kernel == "onednn":
             rows, padded = x.shape[0], onednn_rows(x.shape[0])
