@@ -154,7 +154,8 @@ class ExecutionPlan:
         if precision is not None and precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if bf16 and precision not in (None, "bfloat16"):
-            raise ConfigError(f"bf16 is the bfloat16 precision: it cannot be combined with precision={precision!r}")
+            raise ConfigError(f"bf16 (--bf16) is the bfloat16 precision: it cannot be combined with precision "
+                              f"{precision!r} (--precision {precision})")
         precision = "bfloat16" if bf16 else (precision or "float32")
         if precision == "bfloat16":
             precision = "bfloat16" if not on_cpu or usable_bf16(True) else "float32"
@@ -167,7 +168,8 @@ class ExecutionPlan:
         rule = "autotune" if autotune else (kernels or "fixed")
         directions = "autotune" if autotune else ("apart" if "amx_tile" in cpu_flags()[1] else "together")
         if int8_min_weight is not None and (precision != "int8" or int8_min_weight < 0):
-            raise ConfigError("int8_min_weight is a number of weight elements >= 0 and goes with the int8 precision")
+            raise ConfigError("int8_min_weight (--int8-min-weight) is a number of weight elements >= 0 and goes with "
+                              "the int8 precision (--precision int8)")
         return cls(precision, rule, directions, onednn=onednn_available() and on_cpu,
                    int8_min_weight=INT8_MIN_WEIGHT if int8_min_weight is None else int8_min_weight)
 
