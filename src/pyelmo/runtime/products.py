@@ -56,15 +56,24 @@ def quantize_int8(w: torch.Tensor) -> object:
         return torch.ops.quantized.linear_prepack(q, None)
 
 
-def int8_linear(x: torch.Tensor, packed: object, reduce_range: bool) -> torch.Tensor:
-    """``x @ W^T`` on a :func:`quantize_int8`-packed ``W``, int32 sums, a float32 result (``reduce_range``: 7-bit
-    inputs, see :func:`pyelmo.runtime.plan.int8_engine`). The engine quantizes its input per tensor; each row
-    is scaled to the same largest magnitude first (and its result back), so that in effect each row is
-    quantized on its own scale: a row of small values keeps its resolution."""
+def int8_linear(x: torch.Tensor, packed: object, reduce_range: bool, bias: torch.Tensor | None = None,
+                out: torch.Tensor | None = None, accumulate: bool = False) -> torch.Tensor:
+    """``x @ W^T (+ bias)`` on a :func:`quantize_int8`-packed ``W``, int32 sums, a float32 result (``reduce_range``:
+    7-bit inputs, see :func:`pyelmo.runtime.plan.int8_engine`), into ``out`` (or added to it: ``accumulate``).
+    The engine quantizes its input per tensor; each row is scaled to the same largest magnitude first (and
+    its result back), so that in effect each row is quantized on its own scale: a row of small values keeps
+    its resolution. Scaling back, the bias and ``out`` take one pass over the result."""
     if x.shape[0] == 1:  # one row: per tensor is per row
-        return torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range)
-    scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
-    return torch.ops.quantized.linear_dynamic(x / scale, packed, reduce_range).mul_(scale)
+        y, scale = torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range), None
+    else:
+        scale = torch.linalg.vector_norm(x, math.inf, dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
+        y = torch.ops.quantized.linear_dynamic(x / scale, packed, reduce_range)
+    if accumulate:
+        return out.add_(y) if scale is None else out.addcmul_(y, scale)
+    target = y if out is None else out
+    if scale is None:
+        return target.copy_(y) if bias is None else torch.add(y, bias, out=target)
+    return torch.mul(y, scale, out=target) if bias is None else torch.addcmul(bias, y, scale, out=target)
 
 
 class Products:
@@ -203,8 +212,7 @@ class Products:
         """``x @ W^T`` through ``kernel`` on its :meth:`prepare`'d weight, in this path's precision:
         float32 with ``bias`` added, or the bfloat16 mode's bfloat16 result (``bias`` not added)."""
         if kernel == "int8":
-            y = int8_linear(x, prepared, self.int8_reduce_range)
-            return y if bias is None else y.add_(bias)
+            return int8_linear(x, prepared, self.int8_reduce_range, bias)
         if kernel == "onednn":
             rows, padded = x.shape[0], onednn_rows(x.shape[0])
             if padded != rows:  # a few shapes only: oneDNN keeps a compiled kernel per shape
@@ -219,7 +227,9 @@ class Products:
     def run(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
             bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W^T (+ bias)`` as float32 through ``kernel``, on its :meth:`prepare`'d weight (into ``out``)."""
-        if out is not None and self.dtype is None and kernel not in ("onednn", "int8"):
+        if kernel == "int8":
+            return int8_linear(x, prepared, self.int8_reduce_range, bias, out)
+        if out is not None and self.dtype is None and kernel != "onednn":
             return torch.mm(x, prepared, out=out) if bias is None else torch.addmm(bias, x, prepared, out=out)
         y = self.product(kernel, x, prepared, bias)
         if self.dtype is None:
@@ -256,7 +266,9 @@ class Products:
         if self.runs_exact(x, w):
             return self.exact.addmm_(acc, x, w)
         kernel = self.kernel(x, w)
-        if self.dtype is None and kernel not in ("onednn", "int8"):
+        if kernel == "int8":
+            return int8_linear(x, self.weight(w, kernel), self.int8_reduce_range, out=acc, accumulate=True)
+        if self.dtype is None and kernel != "onednn":
             return acc.addmm_(x, self.weight(w, kernel))
         return acc.add_(self.product(kernel, x, self.weight(w, kernel)))  # a bfloat16 result is added in float32
 
