@@ -8,8 +8,8 @@ the machine's fp32 matmul rate: the faster of ``torch.mm`` and oneDNN on a 2048^
 measured in the same process, same run) and peak RSS of the process.
 
 Each (side, config, batch size) runs in its own worker process (so its peak RSS is its
-own); the two sides' timed runs are interleaved (pyelmo, AllenNLP, pyelmo, ...) and the
-median of ``--repeats`` is reported. AllenNLP's states are reset before every batch.
+own); the sides' timed runs are interleaved (pyelmo, AllenNLP, ..., then the same in reverse
+order, ...) and the median of ``--repeats`` is reported. AllenNLP's states are reset before every batch.
 pyelmo's token cache is off in this table (every repeat recomputes every token); the
 end-to-end run below uses the defaults, cache included. ``--bf16`` and ``--int8`` add a row per
 (config, batch) for pyelmo's explicit reduced-precision modes (``embed --bf16``, ``embed
@@ -399,8 +399,8 @@ def throughput_rows(args, workdir: Path) -> list[dict]:
                           batches=str(batch_file))
                     w.ask(op="time", gemm=not args.no_gemm)  # warm-up
                 samples: dict[str, list[dict]] = {k: [] for k in sides}
-                for _ in range(args.repeats):
-                    for k, w in sides.items():
+                for round_ in range(args.repeats):  # every other round in reverse order: no side always first
+                    for k, w in (list(sides.items()) if round_ % 2 == 0 else reversed(sides.items())):
                         samples[k].append(w.ask(op="time", gemm=not args.no_gemm))
                 fast, exact = workdir / "fast.npz", workdir / "exact.npz"
                 sides["pyelmo"].ask(op="outputs", path=str(fast))

@@ -128,7 +128,11 @@ def tasks(args: argparse.Namespace) -> None:
     exact = json.loads(Path(args.exact_results).read_text())
     int8 = json.loads(Path(args.int8_results).read_text())
     out = {"machine": _machine(), "int8_min_weight": INT8_RULE, "runs": {}}
-    for run_id, result in sorted(exact.items()):
+    def by_seed(item: tuple[str, dict]) -> tuple:  # s1, s2, ..., s10 (not s1, s10, s2)
+        task, variant, seed = item[0].split("/")
+        return task, variant, int(seed.lstrip("s"))
+
+    for run_id, result in sorted(exact.items(), key=by_seed):
         task, variant, seed = run_id.split("/")
         ext = "tsv" if task in ("bbc", "tweets") else "conll"
         model_dir = result["command"].split("--out ")[1].split()[0]

@@ -66,7 +66,7 @@ def int8_linear(x: torch.Tensor, packed: object, reduce_range: bool, bias: torch
     if x.shape[0] == 1:  # one row: per tensor is per row
         y, scale = torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range), None
     else:
-        scale = torch.linalg.vector_norm(x, math.inf, dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
+        scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
         y = torch.ops.quantized.linear_dynamic(x / scale, packed, reduce_range)
     if accumulate:
         return out.add_(y) if scale is None else out.addcmul_(y, scale)
