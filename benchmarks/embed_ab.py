@@ -11,7 +11,8 @@ a core). Outputs of every tree are compared with the first tree's (max abs diffe
 Workloads: ``b1`` (``--sentences`` sentences of 20 tokens, one ``BiLM`` call each, the inference run
 options, no token cache), ``embed_sentence`` (the same through ``ElmoEmbedder.embed_sentence`` with
 its defaults, a fresh embedder each round) and ``bN`` (``make_sentences`` in batches of N).
-``--plan`` sets the package layout's execution plan; a flat-layout tree runs its own default.
+``--plan`` sets the package layout's execution plan and ``--precision int8`` its int8 mode; a flat-layout
+tree runs its own default.
 
     python benchmarks/embed_ab.py --src /tmp/old/src --src src --config small --workload b1 --threads 1
 """
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trees import PLANS, TreeWorker, embedder_options, inference_options, interleaved, pyelmo_names, serve  # noqa: E402
 
 
-def worker(config: str, workload: str, sentences: int, threads: int, plan: str) -> None:
+def worker(config: str, workload: str, sentences: int, threads: int, plan: str, precision: str) -> None:
     import numpy as np
     import torch
 
@@ -40,7 +41,7 @@ def worker(config: str, workload: str, sentences: int, threads: int, plan: str) 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = names.BiLM(names.preset(config)).eval()
-    options, described = inference_options(names, plan)
+    options, described = inference_options(names, plan, **({} if precision == "float32" else {"precision": precision}))
     if workload in ("b1", "embed_sentence"):
         batches = [[s] for s in latency_sentences(sentences, 20, seed=11)]
     else:
@@ -89,10 +90,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     parser.add_argument("--plan", choices=PLANS, default="default",
                         help="the package layout's execution plan: its default (the fixed rule) or autotune")
+    parser.add_argument("--precision", choices=("float32", "int8"), default="float32",
+                        help="the package layout's precision (int8: each tree's int8 mode; default exact float32)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        return worker(args.config, args.workload, args.sentences, args.threads, args.plan)
+        return worker(args.config, args.workload, args.sentences, args.threads, args.plan, args.precision)
     if not args.src:
         parser.error("give at least one --src")
     for src in args.src:
@@ -104,7 +107,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="embed-ab-") as tmp:
         flags = ["--config", args.config, "--workload", args.workload, "--sentences", str(args.sentences),
-                 "--threads", str(args.threads), "--plan", args.plan]
+                 "--threads", str(args.threads), "--plan", args.plan, "--precision", args.precision]
         workers = [TreeWorker(__file__, src, flags, Path(tmp) / f"tree{k}" / "kernels")
                    for k, src in enumerate(args.src)]
         try:
