@@ -70,9 +70,11 @@ def int8_linear(x: torch.Tensor, packed: object, reduce_range: bool, bias: torch
         y = torch.ops.quantized.linear_dynamic(x / scale, packed, reduce_range)
     if accumulate:
         return out.add_(y) if scale is None else out.addcmul_(y, scale)
+    if scale is None and bias is None:
+        return y if out is None else out.copy_(y)
     target = y if out is None else out
     if scale is None:
-        return target.copy_(y) if bias is None else torch.add(y, bias, out=target)
+        return torch.add(y, bias, out=target)
     return torch.mul(y, scale, out=target) if bias is None else torch.addcmul(bias, y, scale, out=target)
 
 
