@@ -80,8 +80,10 @@ class ElmoComponent:
             raise InputError(f"pyelmo component: layer must be 'average', 'top' or a layer index, got {layer!r}")
         if batch_size < 1:
             raise InputError(f"pyelmo component: batch_size must be at least 1, got {batch_size}")
-        if precision not in ("float32", "bfloat16", "int8"):
-            raise InputError(f"pyelmo component: precision must be float32, bfloat16 or int8, got {precision!r}")
+        from pyelmo.runtime.plan import PRECISIONS
+
+        if precision not in PRECISIONS:
+            raise InputError(f"pyelmo component: precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         self.name, self.model, self.layer, self.batch_size = name, model, layer, batch_size
         from pyelmo.embedding.embedder import ElmoEmbedder
 

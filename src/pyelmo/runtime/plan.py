@@ -201,6 +201,11 @@ class ExecutionPlan:
             return ""
         return f"{self.precision}:{self.int8_min_weight}" if self.precision == "int8" else self.precision
 
+    def cache_key(self, base: str) -> str:
+        """``base`` (a key of stored vectors: the model's fingerprint, ...) with :attr:`vectors_key` added;
+        the exact mode's is ``base`` itself, as before precisions existed."""
+        return f"{base}:{self.vectors_key}" if self.vectors_key else base
+
     def summary(self) -> str:
         """One line: what the plan is and what it was decided from (recorded in output files)."""
         int8 = f" int8_min_weight={self.int8_min_weight} int8_engine={int8_engine()}" if self.precision == "int8" else ""

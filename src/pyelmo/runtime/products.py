@@ -64,17 +64,16 @@ def int8_linear(x: torch.Tensor, packed: object, reduce_range: bool, bias: torch
     its result back), so that in effect each row is quantized on its own scale: a row of small values keeps
     its resolution. Scaling back, the bias and ``out`` take one pass over the result."""
     if x.shape[0] == 1:  # one row: per tensor is per row
-        y, scale = torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range), None
-    else:
-        scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
-        y = torch.ops.quantized.linear_dynamic(x / scale, packed, reduce_range)
-    if accumulate:
-        return out.add_(y) if scale is None else out.addcmul_(y, scale)
-    if scale is None and bias is None:
+        y = torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range)
+        if accumulate:
+            return out.add_(y)
+        y = y if bias is None else y.add_(bias)
         return y if out is None else out.copy_(y)
+    scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
+    y = torch.ops.quantized.linear_dynamic(x / scale, packed, reduce_range)
+    if accumulate:
+        return out.addcmul_(y, scale)
     target = y if out is None else out
-    if scale is None:
-        return torch.add(y, bias, out=target)
     return torch.mul(y, scale, out=target) if bias is None else torch.addcmul(bias, y, scale, out=target)
 
 

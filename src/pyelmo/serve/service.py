@@ -51,8 +51,7 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
     predictor = None
     if weight_file is None:
         predictor = _load_predictor(model)
-    vectors_key = embedder.options.plan.vectors_key  # the cached corpus vectors of each precision apart
-    corpus = SampleCorpus.load(embedder, f"{fingerprint}:{vectors_key}" if vectors_key else fingerprint, cache_dir)
+    corpus = SampleCorpus.load(embedder, embedder.options.plan.cache_key(fingerprint), cache_dir)  # each precision apart
     config = embedder.model.config
     info = {
         "id": fingerprint[:12],

@@ -98,8 +98,8 @@ class LayerCache:
         key = f"{self.fingerprint}:{np.dtype(self.dtype).name}"
         if self.context != "line":  # the line context keeps the keys of the caches made before contexts
             key += f":{self.context}:{self.max_tokens}"
-        if self.plan is not None and self.plan.vectors_key:  # the exact mode keeps the keys made before precisions
-            key += f":{self.plan.vectors_key}"
+        if self.plan is not None:
+            key = self.plan.cache_key(key)
         h = hashlib.sha1(key.encode())
         h.update(json.dumps(todo, ensure_ascii=False).encode("utf-8"))
         return self.cache_dir / f"layers-{h.hexdigest()[:24]}.npz"  # type: ignore[operator]
