@@ -13,6 +13,8 @@ from pyelmo.cli import main
 from pyelmo.embedding.embedder import ElmoEmbedder
 from pyelmo.lm.predict import WordPredictor
 from pyelmo.evaluation.senses import nearest_sense_accuracy, read_sense_examples, sense_accuracy_per_layer
+
+
 from pyelmo.modelio.weights import save_pretrained
 
 SENSES = Path(__file__).parent / "data" / "senses.tsv"
@@ -87,9 +89,9 @@ def test_demo_in_chinese(lm_dir, tmp_path, capsys, monkeypatch, font):
     rows = [line for line in out.splitlines() if line.startswith(("苹果:", "运动:"))]
     assert [r.split(":")[0] for r in rows] == ["苹果", "运动"]
     assert all(r.split()[-4] == "1.000" for r in rows)  # layer 0: the same characters, the same vector
-    table = [line.replace("layer ", "layer_").split() for line in out.splitlines() if line.startswith(("苹果 ", "运动 "))]
-    assert [(r[0], r[1]) for r in table] == [(w, n) for w in ("苹果", "运动")
-                                             for n in ("layer_0", "layer_1", "layer_2", "average")]
+    words = tuple(demo_zh.SENSE_CONTEXTS)
+    table = [line.replace("layer ", "layer_").split() for line in out.splitlines() if line.startswith(tuple(w + " " for w in words))]
+    assert [(r[0], r[1]) for r in table] == [(w, n) for w in words for n in ("layer_0", "layer_1", "layer_2", "average")]
     assert table[0][2:6] == ["1.000", "1.000", "+0.000", "fruit"]
     assert is_demo_figure(tmp_path / "zh.png")
 
@@ -196,3 +198,34 @@ def test_similarity_by_token_index_and_aligned_table(lm_dir, capsys):
     assert len({len(line) for line in later}) == 1  # header and row aligned
     assert main([*args, "--index", "9"]) == 1
     assert "outside its" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jieba") is None, reason="the zh extra is not installed")
+def test_chinese_sense_contexts_segment_the_word_alone():
+    from pyelmo.evaluation import demo_zh
+    from pyelmo.evaluation.senses import read_sense_examples
+    from pyelmo.text.tokenize import tokenize
+
+    assert len(demo_zh.SENSE_CONTEXTS) >= 5
+    for word, senses in demo_zh.SENSE_CONTEXTS.items():
+        assert len(senses) >= 2 and all(len(s) >= 3 for s in senses.values())
+        for sentence in (s for group in senses.values() for s in group):
+            assert word in tokenize(sentence, "zh"), sentence
+    held_out = read_sense_examples(SENSES.with_name("senses-zh.tsv"))  # each word a token of its sentence, or it raises
+    assert {e.word for e in held_out} == set(demo_zh.SENSE_CONTEXTS)
+    demo_sentences = {"".join(tokenize(s, "zh")) for g in demo_zh.SENSE_CONTEXTS.values() for v in g.values() for s in v}
+    assert not demo_sentences & {"".join(e.tokens) for e in held_out}  # held out: none of the demo's
+    for e in held_out:
+        assert list(e.tokens) == tokenize("".join(e.tokens), "zh")  # stored as jieba segments it
+
+
+def test_pairwise_auc_on_hand_made_vectors():
+    from pyelmo.evaluation.senses import pairwise_auc
+
+    # word w: same-sense pairs (0,1) and (2,3) both above every different-sense pair -> 1.0; reversed -> 0.0
+    good = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]])
+    assert pairwise_auc(good, ["w"] * 4, ["a", "a", "b", "b"]) == {"w": 1.0}
+    # labels a, b, b, a: the same-sense pairs (0,3) and (1,2) (cosine 0.0995) beat only the different pair (0,2)
+    # (cosine 0) of the four: 2 wins of 8
+    assert pairwise_auc(good, ["w"] * 4, ["a", "b", "b", "a"]) == {"w": 0.25}
+    assert pairwise_auc(np.ones((4, 2)), ["w"] * 4, ["a", "a", "b", "b"]) == {"w": 0.5}  # all tied: chance

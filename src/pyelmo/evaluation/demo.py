@@ -225,6 +225,10 @@ def all_context_vectors(embedder, contexts: dict[str, dict[str, list[str]]] | No
     return {word: context_vectors(embedder, word, ctx, lang) for word, ctx in contexts.items()}
 
 
+#: bar charts per row of the sense figure
+BAR_COLUMNS = 4
+
+
 def plot_senses(embedder, path: str | os.PathLike, contexts: dict[str, dict[str, list[str]]] | None = None) -> Path:
     """Embed ``contexts`` (default ``SENSE_CONTEXTS``) and write the figure of :func:`write_sense_figure`."""
     return write_sense_figure(all_context_vectors(embedder, contexts), path)
@@ -256,9 +260,12 @@ def _write_sense_figure(plt, data: dict[str, tuple], path: Path, latin: dict[str
     vectors, senses, sentences = data[first]
     top = vectors.shape[1] - 2  # the last is the average
 
-    fig = plt.figure(figsize=(19, 12))
-    grid = fig.add_gridspec(2, len(data), height_ratios=[1.35, 1], hspace=0.25, wspace=0.3, bottom=0.07)
-    heat = fig.add_subplot(grid[0, : max(1, len(data) - 1)])
+    cols = min(len(data), BAR_COLUMNS)
+    bar_rows = -(-len(data) // cols)
+    fig = plt.figure(figsize=(19, 7 + 5 * bar_rows))
+    grid = fig.add_gridspec(1 + bar_rows, cols, height_ratios=[1.35] + [1] * bar_rows, hspace=0.3 + 0.1 * bar_rows,
+                            wspace=0.3, bottom=0.07 / bar_rows)
+    heat = fig.add_subplot(grid[0, : max(1, cols - 1)])
     sims = cosine_matrix(vectors[:, top])
     off = ~np.eye(len(sims), dtype=bool)
     lo, hi = float(sims[off].min()), float(sims[off].max())
@@ -289,7 +296,7 @@ def _write_sense_figure(plt, data: dict[str, tuple], path: Path, latin: dict[str
         pca.legend(fontsize=9)
 
     for col, (word, (vecs, word_senses, _)) in enumerate(data.items()):
-        ax = fig.add_subplot(grid[1, col])
+        ax = fig.add_subplot(grid[1 + col // cols, col % cols])
         sep = separation_of(vecs, word, word_senses)
         names = list(sep.within)
         x = np.arange(len(names))
@@ -305,9 +312,10 @@ def _write_sense_figure(plt, data: dict[str, tuple], path: Path, latin: dict[str
             ax.annotate(f"{round(w - a, 3) + 0.0:+.3f}", (xi, max(w, a)), ha="center", va="bottom", fontsize=9,
                         xytext=(0, 3), textcoords="offset points")
         ax.set_xticks(x, names, fontsize=9)
-        ax.set_ylabel("mean cosine similarity (axis fitted)", fontsize=9)
-        ax.set_title(f'"{name(word)}" ({", ".join(f"{s} {n}" for s, n in sep.senses.items())} contexts):\n'
-                     "mean similarity, same vs different sense (gap above)", fontsize=10)
+        if col % cols == 0:
+            ax.set_ylabel("mean cosine similarity (axis fitted)", fontsize=9)
+        ax.set_title(f'"{name(word)}"\n{", ".join(f"{s} {n}" for s, n in sep.senses.items())} contexts: '
+                     "mean similarity,\nsame vs different sense (gap above)", fontsize=10)
         if col == 0:
             fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=10,
                        bbox_to_anchor=(0.5, 0.0))

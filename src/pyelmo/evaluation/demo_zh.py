@@ -1,6 +1,7 @@
-"""The Chinese sense demonstration (``pyelmo demo --lang zh``): 苹果 (the fruit, the company) and 运动
-(sport and exercise, a political or social movement), in sentences that jieba segments with the word
-as a token of its own.  Layer 0 sees only the characters, so it gives the same vector in every context."""
+"""The Chinese sense demonstration (``pyelmo demo --lang zh``): seven words of two senses each (苹果 the fruit
+or the company, 运动 sport or a social movement, 出口 exit or export, 水平 level or horizontal, 东西 thing or
+east-west, 生气 angry or vitality, 骄傲 pride or arrogant), in sentences that jieba segments with the word as a
+token of its own.  Layer 0 sees only the characters, so it gives the same vector in every context."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ SEED_PAIRS: list[tuple[str, list[str]]] = [
     ("运动", ["他每天坚持运动一个小时。", "他参加了当年的学生运动。"]),
 ]
 
-#: Several contexts per sense: the same-sense vs different-sense table and the figure.
+#: Several contexts per sense: the same-sense vs different-sense table and the figure. Modern everyday
+#: sentences in which jieba segments the word as a token of its own (a test checks it). The held-out
+#: contexts of the same words, for measuring, are ``tests/data/senses-zh.tsv``.
 SENSE_CONTEXTS: dict[str, dict[str, list[str]]] = {
     "苹果": {
         "fruit": [
@@ -46,10 +49,35 @@ SENSE_CONTEXTS: dict[str, dict[str, list[str]]] = {
             "农民们参加了这场运动。",
         ],
     },
+    "出口": {
+        "exit": ["商场的出口在电梯旁边。", "地铁站有四个出口。", "请从东边的出口离开。", "我们在出口等你。"],
+        "export": ["今年的出口增长很快。", "这家公司的产品主要用于出口。", "他们扩大了纺织品的出口。",
+                   "出口企业的利润下降了。"],
+    },
+    "水平": {
+        "level": ["他的汉语水平很高。", "人民的生活水平不断提高。", "这家医院的医疗水平很好。", "她的演讲水平进步很快。"],
+        "horizontal": ["把这块木板放水平。", "桌面不水平，球会滚下去。", "飞机保持水平飞行。", "地面要铺得很水平。"],
+    },
+    "东西": {
+        "thing": ["我去超市买点东西。", "这个东西很好用。", "她把东西忘在出租车上了。", "这家店的东西很便宜。"],
+        "east-west": ["这条大街东西走向。", "城市的东西两边差别很大。", "长城东西绵延上万里。", "这座桥连接了东西两岸。"],
+    },
+    "生气": {
+        "angry": ["妈妈听了以后非常生气。", "他生气地关上了门。", "老板因为这件事很生气。", "服务员的态度让我很生气。"],
+        "vitality": ["春天的校园充满了生气。", "新来的年轻人给工厂带来了生气。", "这座老城又有了生气。",
+                     "农村面貌一新，处处充满生气。"],
+    },
+    "骄傲": {
+        "pride": ["他是我们全家的骄傲。", "我为祖国感到骄傲。", "这些成绩让父母很骄傲。", "运动员们是国家的骄傲。"],
+        "arrogant": ["他太骄傲了，听不进别人的意见。", "取得成绩以后不要骄傲。", "虚心使人进步，骄傲使人落后。",
+                     "这个人很骄傲，看不起别人。"],
+    },
 }
 
 #: The words as the figure names them when no font with Chinese characters is installed.
-LATIN_LABELS = {"苹果": "pingguo (apple)", "运动": "yundong (sport / movement)"}
+LATIN_LABELS = {"苹果": "pingguo (apple)", "运动": "yundong (sport / movement)", "出口": "chukou (exit / export)",
+                "水平": "shuiping (level / horizontal)", "东西": "dongxi (thing / east-west)",
+                "生气": "shengqi (angry / vitality)", "骄傲": "jiao'ao (pride / arrogant)"}
 
 
 def chinese_font() -> str | None:

@@ -96,3 +96,26 @@ def sense_accuracy_per_layer(embedder, examples: Sequence[SenseExample]) -> dict
     vectors, names = with_average_layer(example_vectors(embedder, examples))
     words, senses = [e.word for e in examples], [f"{e.word}/{e.sense}" for e in examples]
     return {name: nearest_sense_accuracy(vectors[:, k], words, senses) for k, name in enumerate(names)}
+
+
+def pairwise_auc(vectors: np.ndarray, words: Sequence[str], senses: Sequence[str]) -> dict[str, float]:
+    """Per word: the probability that a pair of its contexts of the same sense is more cosine-similar than a pair of
+    different senses (ties count half), over all pairs of ``vectors (n, D)``: 0.5 is chance, 1.0 perfect."""
+    sims = cosine_matrix(vectors)
+    out = {}
+    for word in dict.fromkeys(words):
+        idx = [i for i, w in enumerate(words) if w == word]
+        pairs = [(i, j) for a, i in enumerate(idx) for j in idx[a + 1:]]
+        same = np.array([sims[i, j] for i, j in pairs if senses[i] == senses[j]])
+        diff = np.array([sims[i, j] for i, j in pairs if senses[i] != senses[j]])
+        if len(same) and len(diff):
+            wins = (same[:, None] > diff[None, :]).sum() + 0.5 * (same[:, None] == diff[None, :]).sum()
+            out[word] = float(wins / (len(same) * len(diff)))
+    return out
+
+
+def sense_auc_per_layer(embedder, examples: Sequence[SenseExample]) -> dict[str, dict[str, float]]:
+    """:func:`pairwise_auc` of each word at every layer and at the layer average."""
+    vectors, names = with_average_layer(example_vectors(embedder, examples))
+    words, senses = [e.word for e in examples], [e.sense for e in examples]
+    return {name: pairwise_auc(vectors[:, k], words, senses) for k, name in enumerate(names)}
