@@ -19,7 +19,7 @@ import math
 import warnings
 import weakref
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -43,7 +43,14 @@ def onednn_rows(rows: int) -> int:
     return size
 
 
-def quantize_int8(w: torch.Tensor) -> object:
+class Int8Weight(NamedTuple):
+    """A weight ``W (out, in)`` for :func:`int8_linear`: its int8 copy packed for the engine, and its row sums."""
+
+    packed: object
+    sums: torch.Tensor  # (out,): the int8 W's row sums, what a row's offset contributes to its product
+
+
+def quantize_int8(w: torch.Tensor) -> Int8Weight:
     """``W (out, in)`` quantized to int8 per output channel (symmetric: each row's scale is its largest
     magnitude / 127) and packed for the quantized engine's dynamic linear (``quantized::linear_dynamic``)."""
     if w.is_meta:
@@ -53,28 +60,34 @@ def quantize_int8(w: torch.Tensor) -> object:
     with warnings.catch_warnings():  # PyTorch marks its quantized tensors as deprecated; their kernels are the ones here
         warnings.simplefilter("ignore")
         q = torch.quantize_per_channel(w, scales, torch.zeros(w.shape[0], dtype=torch.long), 0, torch.qint8)
-        return torch.ops.quantized.linear_prepack(q, None)
+        return Int8Weight(torch.ops.quantized.linear_prepack(q, None), q.dequantize().sum(dim=1))
 
 
-def int8_linear(x: torch.Tensor, packed: object, reduce_range: bool, bias: torch.Tensor | None = None,
+def int8_linear(x: torch.Tensor, weight: Int8Weight, reduce_range: bool, bias: torch.Tensor | None = None,
                 out: torch.Tensor | None = None, accumulate: bool = False) -> torch.Tensor:
-    """``x @ W^T (+ bias)`` on a :func:`quantize_int8`-packed ``W``, int32 sums, a float32 result (``reduce_range``:
+    """``x @ W^T (+ bias)`` on a :func:`quantize_int8` ``W``, int32 sums, a float32 result (``reduce_range``:
     7-bit inputs, see :func:`pyelmo.runtime.plan.int8_engine`), into ``out`` (or added to it: ``accumulate``).
-    The engine quantizes its input per tensor; each row is scaled to the same largest magnitude first (and
-    its result back), so that in effect each row is quantized on its own scale: a row of small values keeps
-    its resolution. Scaling back, the bias and ``out`` take one pass over the result."""
-    if x.shape[0] == 1:  # one row: per tensor is per row
-        y = torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range)
-        if accumulate:
-            return out.add_(y)
-        y = y if bias is None else y.add_(bias)
-        return y if out is None else out.copy_(y)
-    scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
-    y = torch.ops.quantized.linear_dynamic(x / scale, packed, reduce_range)
+
+    Each row is quantized on its own range (zero included, zero a level: the usual asymmetric rule, per row),
+    never the batch's, so a sentence's vectors do not depend on which sentences share its batch. The engine
+    quantizes per tensor: each row ``x = center + half * u`` is mapped so that the engine's levels on ``u``
+    are the row's own, and two rows fix the tensor's range; then ``x W^T = half * (u W^T) + center * W 1``."""
+    levels = 127 if reduce_range else 255
+    k = levels // 2  # the tensor's range [-1, (levels - k) / k]: the engine's zero point k, its step 1 / k
+    low, high = torch.aminmax(x, dim=1, keepdim=True)
+    step = (high.clamp_(min=0) - low.clamp_(max=0)).div_(levels).clamp_min_(torch.finfo(torch.float32).tiny)
+    center = torch.round(low.div_(step)).add_(k).mul_(step)  # (k - the row's zero level) * step
+    half = step.mul_(k)
+    rows = x.shape[0]
+    scaled = x.new_empty(rows + 2, x.shape[1])
+    torch.sub(x, center, out=scaled[:rows]).div_(half).clamp_(-1.0, (levels - k) / k)  # rounding may pass by an ulp
+    scaled[rows].fill_(-1.0)
+    scaled[rows + 1].fill_((levels - k) / k)
+    y = torch.ops.quantized.linear_dynamic(scaled, weight.packed, reduce_range)[:rows]
     if accumulate:
-        return out.addcmul_(y, scale)
-    target = y if out is None else out
-    return torch.mul(y, scale, out=target) if bias is None else torch.addcmul(bias, y, scale, out=target)
+        return out.addcmul_(y, half).addr_(center[:, 0], weight.sums)
+    offsets = torch.outer(center[:, 0], weight.sums) if bias is None else torch.addr(bias, center[:, 0], weight.sums)
+    return torch.addcmul(offsets, y, half, out=y if out is None else out)
 
 
 class Products:
