@@ -15,79 +15,22 @@ level at one time step) run as one batched product (:class:`EachDirection`).
 from __future__ import annotations
 
 import functools
-import math
-import warnings
 import weakref
 from dataclasses import replace
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from pyelmo.runtime import autotune
+from pyelmo.runtime.kernels import Int8, Kernel, OneDNN, TorchMM
+from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # noqa: F401 (their old home)
 from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, int8_engine, row_class
 
 #: Same-shaped step products of at most this many multiply-adds each (the two directions of a
 #: level at one time step) run as one batched product on their weights stacked, when no kernel is
 #: forced: per-call overhead, not arithmetic, dominates them. Larger ones run one by one.
 BATCHED_MAX_WORK = 2**22
-
-
-@functools.lru_cache(maxsize=4096)
-def onednn_rows(rows: int) -> int:
-    """``rows`` rounded up to one of a few sizes (exact to 16, then steps of ~12.5%, multiples of 8):
-    oneDNN compiles and keeps a kernel per input shape, so padding the rows bounds its memory."""
-    size = rows if rows <= 16 else 16
-    while size < rows:
-        size = max(size + 8, math.ceil(size * 1.125 / 8) * 8)
-    return size
-
-
-class Int8Weight(NamedTuple):
-    """A weight ``W (out, in)`` for :func:`int8_linear`: its int8 copy packed for the engine, and its row sums."""
-
-    packed: object
-    sums: torch.Tensor  # (out,): the int8 W's row sums, what a row's offset contributes to its product
-
-
-def quantize_int8(w: torch.Tensor) -> Int8Weight:
-    """``W (out, in)`` quantized to int8 per output channel (symmetric: each row's scale is its largest
-    magnitude / 127) and packed for the quantized engine's dynamic linear (``quantized::linear_dynamic``)."""
-    if w.is_meta:
-        raise RuntimeError("this weight was released after int8 packing and cannot be packed again")
-    w = w.detach().float().contiguous()
-    scales = (w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127).double()
-    with warnings.catch_warnings():  # PyTorch marks its quantized tensors as deprecated; their kernels are the ones here
-        warnings.simplefilter("ignore")
-        q = torch.quantize_per_channel(w, scales, torch.zeros(w.shape[0], dtype=torch.long), 0, torch.qint8)
-        return Int8Weight(torch.ops.quantized.linear_prepack(q, None), q.dequantize().sum(dim=1))
-
-
-def int8_linear(x: torch.Tensor, weight: Int8Weight, reduce_range: bool, bias: torch.Tensor | None = None,
-                out: torch.Tensor | None = None, accumulate: bool = False) -> torch.Tensor:
-    """``x @ W^T (+ bias)`` on a :func:`quantize_int8` ``W``, int32 sums, a float32 result (``reduce_range``:
-    7-bit inputs, see :func:`pyelmo.runtime.plan.int8_engine`), into ``out`` (or added to it: ``accumulate``).
-
-    Each row is quantized on its own range (zero included, zero a level: the usual asymmetric rule, per row),
-    never the batch's, so a sentence's vectors do not depend on which sentences share its batch. The engine
-    quantizes per tensor: each row ``x = center + half * u`` is mapped so that the engine's levels on ``u``
-    are the row's own, and two rows fix the tensor's range; then ``x W^T = half * (u W^T) + center * W 1``."""
-    levels = 127 if reduce_range else 255
-    k = levels // 2  # the tensor's range [-1, (levels - k) / k]: the engine's zero point k, its step 1 / k
-    low, high = torch.aminmax(x, dim=1, keepdim=True)
-    step = (high.clamp_(min=0) - low.clamp_(max=0)).div_(levels).clamp_min_(torch.finfo(torch.float32).tiny)
-    center = torch.round(low.div_(step)).add_(k).mul_(step)  # (k - the row's zero level) * step
-    half = step.mul_(k)
-    rows = x.shape[0]
-    scaled = x.new_empty(rows + 2, x.shape[1])
-    torch.sub(x, center, out=scaled[:rows]).div_(half).clamp_(-1.0, (levels - k) / k)  # rounding may pass by an ulp
-    scaled[rows].fill_(-1.0)
-    scaled[rows + 1].fill_((levels - k) / k)
-    y = torch.ops.quantized.linear_dynamic(scaled, weight.packed, reduce_range)[:rows]
-    if accumulate:
-        return out.addcmul_(y, half).addr_(center[:, 0], weight.sums)
-    offsets = torch.outer(center[:, 0], weight.sums) if bias is None else torch.addr(bias, center[:, 0], weight.sums)
-    return torch.addcmul(offsets, y, half, out=y if out is None else out)
 
 
 class Products:
@@ -185,15 +128,15 @@ class Products:
             self.decisions[key] = chosen
         return chosen
 
-    def prepare(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
-        """``w`` in this path's precision as ``kernel`` takes it: ``W^T`` (a view for ``mm``, a
-        contiguous copy for ``mm_t``), prepacked for oneDNN, or quantized (``int8``). Not kept: see :meth:`weight`."""
-        if kernel == "int8":
-            return quantize_int8(w)
-        prepared = w.detach() if self.dtype is None else w.detach().to(self.dtype)
-        if kernel == "onednn":
-            return torch.ops.mkldnn._reorder_linear_weight(prepared, 32)
-        return prepared.t().contiguous() if kernel == "mm_t" else prepared.t()
+    @functools.cached_property
+    def kernels(self) -> dict[str, Kernel]:
+        """The kernels by name, in this path's precision (:mod:`pyelmo.runtime.kernels`)."""
+        return {"mm": TorchMM(self.dtype), "mm_t": TorchMM(self.dtype, copy=True), "onednn": OneDNN(self.dtype),
+                "int8": Int8(self.int8_reduce_range)}
+
+    def prepare(self, w: torch.Tensor, kernel: str) -> object:
+        """``w`` as ``kernel`` takes it, in this path's precision. Not kept: see :meth:`weight`."""
+        return self.kernels[kernel].prepare(w)
 
     def weight(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
         """:meth:`prepare`'s ``w`` for ``kernel``, made once and kept while ``w`` is unchanged."""
@@ -221,36 +164,14 @@ class Products:
         """The products ``x[d] @ weights[d].T`` of every direction ``d`` in a time loop (:class:`EachDirection`)."""
         return EachDirection(self, weights)
 
-    def product(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
-                bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W^T`` through ``kernel`` on its :meth:`prepare`'d weight, in this path's precision:
-        float32 with ``bias`` added, or the bfloat16 mode's bfloat16 result (``bias`` not added)."""
-        if kernel == "int8":
-            return int8_linear(x, prepared, self.int8_reduce_range, bias)
-        if kernel == "onednn":
-            rows, padded = x.shape[0], onednn_rows(x.shape[0])
-            if padded != rows:  # a few shapes only: oneDNN keeps a compiled kernel per shape
-                x = torch.cat([x, x.new_zeros(padded - rows, x.shape[1])])
-            x = (x if self.dtype is None else x.to(self.dtype)).contiguous()
-            exact_bias = bias if self.dtype is None else None
-            return torch.ops.mkldnn._linear_pointwise(x, prepared, exact_bias, "none", [], "")[:rows]
-        if self.dtype is None:
-            return x @ prepared if bias is None else torch.addmm(bias, x, prepared)
-        return x.to(self.dtype) @ prepared
+    def product(self, kernel: str, x: torch.Tensor, prepared, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ W^T`` through ``kernel`` in its result precision (:meth:`pyelmo.runtime.kernels.Kernel.product`)."""
+        return self.kernels[kernel].product(x, prepared, bias)
 
-    def run(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
-            bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    def run(self, kernel: str, x: torch.Tensor, prepared, bias: torch.Tensor | None = None,
+            out: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W^T (+ bias)`` as float32 through ``kernel``, on its :meth:`prepare`'d weight (into ``out``)."""
-        if kernel == "int8":
-            return int8_linear(x, prepared, self.int8_reduce_range, bias, out)
-        if out is not None and self.dtype is None and kernel != "onednn":
-            return torch.mm(x, prepared, out=out) if bias is None else torch.addmm(bias, x, prepared, out=out)
-        y = self.product(kernel, x, prepared, bias)
-        if self.dtype is None:
-            return y if out is None else out.copy_(y)
-        # the bfloat16 result to float32, then the bias added in float32 (a mixed-precision add is slower)
-        y = y.float() if out is None else out.copy_(y)
-        return y if bias is None else y.add_(bias)
+        return self.kernels[kernel].run(x, prepared, bias, out)
 
     def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
            out: torch.Tensor | None = None) -> torch.Tensor:
@@ -258,7 +179,7 @@ class Products:
         if self.runs_exact(x, w):
             return self.exact.mm(x, w, bias, out)
         kernel = self.kernel(x, w)
-        return self.run(kernel, x, self.weight(w, kernel), bias, out)
+        return self.kernels[kernel].run(x, self.weight(w, kernel), bias, out)
 
     def mm_native(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``x @ w.T`` in the products' own result precision: bfloat16 in the bfloat16 mode, else
@@ -267,7 +188,7 @@ class Products:
         if self.dtype is None or self.runs_exact(x, w):
             return (self if self.dtype is None else self.exact).mm(x, w)
         kernel = self.kernel(x, w)
-        return self.product(kernel, x, self.weight(w, kernel))
+        return self.kernels[kernel].product(x, self.weight(w, kernel))
 
     def linear(self, x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
         """``layer(x)`` through these products."""
@@ -280,11 +201,7 @@ class Products:
         if self.runs_exact(x, w):
             return self.exact.addmm_(acc, x, w)
         kernel = self.kernel(x, w)
-        if kernel == "int8":
-            return int8_linear(x, self.weight(w, kernel), self.int8_reduce_range, out=acc, accumulate=True)
-        if self.dtype is None and kernel != "onednn":
-            return acc.addmm_(x, self.weight(w, kernel))
-        return acc.add_(self.product(kernel, x, self.weight(w, kernel)))  # a bfloat16 result is added in float32
+        return self.kernels[kernel].addmm_(acc, x, self.weight(w, kernel))
 
 
 class EachDirection:
