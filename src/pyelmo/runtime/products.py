@@ -5,8 +5,10 @@
 - ``Products(plan)``: the inference products of an :class:`~pyelmo.runtime.plan.ExecutionPlan`: exact
   float32 through the kernel the plan gives each shape (``torch.mm`` on ``W`` or a copy of ``W^T``,
   or oneDNN with ``W`` prepacked), or bfloat16 inputs and weights with float32 sums, or (int8) the
-  products with the weights the plan names on int8 copies of them and int8 inputs (:func:`quantize_int8`,
-  :func:`int8_linear`); no autograd.
+  products with the weights the plan names on int8 copies of them and int8 inputs; no autograd.
+
+The kernels themselves (each one small class, one precision) are :mod:`pyelmo.runtime.kernels`; here is
+which of them runs each product, the weights prepared for them and kept, and what ran (:attr:`Products.decisions`).
 
 Small same-shaped products of several weights on their own rows (the two directions of an LSTM
 level at one time step) run as one batched product (:class:`EachDirection`).
