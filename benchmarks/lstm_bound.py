@@ -159,7 +159,7 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
     from pyelmo.modeling.characters import batch_to_ids
     from pyelmo.modelio.weights import load_bilm_hdf5
     from pyelmo.runtime.autotune import time_kernels
-    from pyelmo.runtime.backends import INPUT_GATE_CHUNK_ROWS, Inference
+    from pyelmo.runtime.backends import INPUT_GATE_CHUNK_ROWS
     from pyelmo.runtime.options import RunOptions
     from pyelmo.runtime.plan import ExecutionPlan
     from pyelmo.runtime.products import Products
@@ -178,7 +178,7 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
 
     # the measured run, with the token encoder and each level timed
     parts: dict[str, float] = collections.defaultdict(float)
-    encode, run_level = bilm.encode_distinct, Inference.run_level
+    encode, run_level = bilm.encode_distinct, bilm.run_level
 
     def timed(name, f):
         def call(*a, **k):
@@ -188,7 +188,7 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
             return out
         return call
 
-    bilm.encode_distinct, Inference.run_level = timed("encoder", encode), timed("LSTM levels", run_level)
+    bilm.encode_distinct, bilm.run_level = timed("encoder", encode), timed("LSTM levels", run_level)
     options = RunOptions.inference()
     ids = [batch_to_ids(b) for b in batches]
     runs = []
@@ -203,7 +203,7 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
                 if reference is not None:
                     reference_runs.append(reference.ask(op="time", gemm=False)["seconds"])
     finally:
-        bilm.encode_distinct, Inference.run_level = encode, run_level
+        bilm.encode_distinct, bilm.run_level = encode, run_level
         if reference is not None:
             reference.close()
     measured, measured_parts = sorted(runs[1:], key=lambda r: r[0])[len(runs[1:]) // 2]

@@ -210,3 +210,86 @@ def test_nothing_writes_run_settings_onto_a_model_it_was_handed():
     Elmo(bilm, num_output_representations=2, dropout=0.0)(batch_to_ids([["a", "cat"]]))
     assert settings(bilm) == before
     assert all(torch.equal(v, weights[k]) for k, v in bilm.state_dict().items())
+
+
+# -- the math once, in modeling/; runtime/ is handed tensors, never reads a model's fields -----------------
+
+#: Names torch gives its tensors and modules (``weight``, ``bias``, ``parameters()``...): generic, not modeling's.
+TORCH_NAMES = {"weight", "bias", "in_features", "out_features"}
+
+
+def _class_vocabulary(paths) -> set[str]:
+    """The names the classes of ``paths`` define: ``self.X = ...`` fields, class-level fields and methods."""
+    names = set()
+    for path in paths:
+        for cls in (n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)):
+            for node in ast.walk(cls):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(node.name)
+                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                    names.add(node.target.id)
+                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and \
+                        isinstance(node.value, ast.Name) and node.value.id == "self":
+                    names.add(node.attr)
+    return names
+
+
+def _modeling_fields() -> set[str]:
+    """What modeling's objects hold by name and runtime/ must not read (runtime's own vocabulary and torch's
+    generic names are left out: ``plan.directions`` is runtime's, ``layer.weight`` torch's)."""
+    import torch
+
+    generic = set(dir(torch.Tensor)) | set(dir(torch.nn.Module)) | TORCH_NAMES
+    runtime = _class_vocabulary((SRC / "runtime").glob("*.py"))
+    return _class_vocabulary((SRC / "modeling").glob("*.py")) - generic - runtime - {"__init__"}
+
+
+def _reads_of(path: Path, fields: set[str]) -> list[str]:
+    """``obj.field`` reads (and calls) in ``path`` of any of ``fields``, on anything but ``self``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr in fields and not (
+                isinstance(node.value, ast.Name) and node.value.id == "self"):
+            found.append(f"{path.name}:{node.lineno} .{node.attr}")
+    return found
+
+
+def test_runtime_reads_no_modeling_object_by_its_fields():
+    """runtime/ runs products on the tensors modeling/ hands it (``LevelWeights``), never reaching into a
+    layer's fields by name (duck typing the layering rule cannot see)."""
+    fields = _modeling_fields()
+    assert {"input_gates", "state_gates", "projection", "gate_bias", "cell", "token_encoder"} <= fields
+    reads = [r for path in sorted((SRC / "runtime").glob("*.py")) for r in _reads_of(path, fields)]
+    assert not reads, reads
+
+
+def test_the_field_check_catches_a_read(tmp_path):
+    copy = tmp_path / "backends.py"
+    copy.write_text("def steps(layer):\n    return layer.state_gates.weight, layer.gate_bias()\n", encoding="utf-8")
+    assert _reads_of(copy, _modeling_fields()) == ["backends.py:2 .state_gates", "backends.py:2 .gate_bias"]
+
+
+def _lstm_steps(path: Path) -> list[str]:
+    """The functions of ``path`` that compute an LSTM cell: they apply both ``sigmoid`` and ``tanh``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            called = {(c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", None))
+                      for c in ast.walk(node) if isinstance(c, ast.Call)}
+            if {"sigmoid", "tanh"} <= called:
+                found.append(f"{_module_name(path) if path.is_relative_to(SRC) else path.stem}."
+                             f"{getattr(node, 'name', 'lambda')}")
+    return found
+
+
+def test_one_lstm_step_in_the_package():
+    """The cell is written once, in modeling/lstm.py; every backend and variant runs it."""
+    steps = [s for path in MODULES for s in _lstm_steps(path)]
+    assert steps == ["modeling.lstm.cell"], steps
+
+
+def test_the_step_check_catches_a_second_cell(tmp_path):
+    copy = tmp_path / "fast.py"
+    copy.write_text("import torch\n\ndef step(g, c):\n    i, f = g.sigmoid().chunk(2)\n"
+                    "    return f * c + i * torch.tanh(g)\n", encoding="utf-8")
+    assert _lstm_steps(copy) == ["fast.step"]

@@ -1,7 +1,8 @@
 """The order of a level's two directions in the packed loop (``ExecutionPlan.directions``, run by
-``runtime.backends.Inference.run_level``): together or one after the other compute the same; under
-autotune the order is timed on the first calls themselves (MeasuredChoices.trial) and the faster one
-kept on disk with the kernel choices; otherwise the plan's order runs, untimed."""
+``modeling.lstm.run_level`` as ``runtime.backends.Inference.directions`` says): together or one after
+the other compute the same; under autotune the order is timed on the first calls themselves
+(MeasuredChoices.trial) and the faster one kept on disk with the kernel choices; otherwise the plan's
+order runs, untimed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 from pyelmo.errors import ConfigError
-from pyelmo.modeling import bilm as bilm_module
+from pyelmo.modeling import lstm as lstm_module
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.modelio.weights import load_bilm_hdf5
 from pyelmo.runtime import autotune
@@ -26,9 +27,9 @@ ATOL = 1e-5
 @pytest.fixture
 def cache(fresh_kernel_cache, monkeypatch):
     """A fresh on-disk cache and in-process table (a new process); records the order of every level
-    call: ``run_lstm`` as the biLM calls it, on both layers of a level (together) or on each alone (apart)."""
+    call: ``run_lstm`` as a level runs it, on both layers of a level (together) or on each alone (apart)."""
     orders = []
-    real = bilm_module.run_lstm
+    real = lstm_module.run_lstm
 
     def recording(layers, *args, **kwargs):
         if len(layers) == 2 or not orders or orders[-1] != "apart (first)":
@@ -37,7 +38,7 @@ def cache(fresh_kernel_cache, monkeypatch):
             orders[-1] = "apart"
         return real(layers, *args, **kwargs)
 
-    monkeypatch.setattr(bilm_module, "run_lstm", recording)
+    monkeypatch.setattr(lstm_module, "run_lstm", recording)
     return orders
 
 

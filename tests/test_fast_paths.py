@@ -109,7 +109,7 @@ def test_grad_mode_does_not_choose_the_backend(monkeypatch):
 
     model = _model()
     ids = batch_to_ids(_sentences(4, seed=3))
-    monkeypatch.setattr(Inference, "run_level", refuse)
+    monkeypatch.setattr(Inference, "steps", refuse)
     with torch.no_grad():
         model(ids)
         with pytest.raises(AssertionError, match="inference backend ran"):

@@ -224,3 +224,30 @@ def test_task_models_train_and_evaluate_on_int8_layers(tmp_path, capsys):
     assert main(["task", "train", "classify", *common, "--out", str(tmp_path / "bad"), "--features", "static",
                  "--precision", "int8"]) == 1
     assert "needs ELMo features" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+#: Sentences of many lengths, so that batchings differ in rows per step and in which rows share a product.
+BATCHING_SENTENCES = SENTENCES + [("the bank raised its rates and the river bank flooded while we sat on it " * 3).split()[: 2 + 3 * k]
+                                  for k in range(10)]
+BATCHINGS = {"one at a time": {"max_tokens": None, "batch_size": 1}, "by fives": {"max_tokens": None, "batch_size": 5}}
+
+
+def _largest_batching_difference(model: BiLM, **plan) -> float:
+    """How far a sentence's vectors move when other sentences share its batch: the default batches
+    against each of :data:`BATCHINGS`, the largest difference of any value."""
+    default = list(ElmoEmbedder(model, **plan).embed_sentences(BATCHING_SENTENCES))
+    largest = 0.0
+    for batching in BATCHINGS.values():
+        other = ElmoEmbedder(model, **batching, **plan).embed_sentences(BATCHING_SENTENCES)
+        largest = max(largest, *(float(np.abs(a - b).max()) for a, b in zip(default, other)))
+    return largest
+
+
+@pytest.mark.parametrize("min_weight", [None, 0])
+def test_int8_vectors_do_not_depend_on_the_batch(model, min_weight):
+    """A sentence's int8 vectors are the same whichever sentences share its batch, as float32's are (within
+    float32's own rounding): each row is quantized on its own scale and range, never the batch's."""
+    float32 = _largest_batching_difference(model)
+    int8 = _largest_batching_difference(model, precision="int8", int8_min_weight=min_weight)
+    assert float32 < 1e-5, float32
+    assert int8 <= max(2 * float32, 1e-5), (int8, float32)

@@ -111,7 +111,7 @@ class ElmoEmbedder:
     def explain(self) -> dict:
         """The execution plan as it applies to this model (``pyelmo env``): per product weight and row
         class the kernel and precision, per row class the directions' order."""
-        return self.options.backend.explain(self.model.product_weights(), self.model.directions[0][0])
+        return self.options.backend.explain(self.model.product_weights(), self.model.level_weights())
 
     @property
     def stateful(self) -> bool:

@@ -11,7 +11,7 @@ from torch import nn
 from pyelmo.modeling.characters import bos_ids, eos_ids
 from pyelmo.config import ElmoConfig
 from pyelmo.modeling.encoder import TokenEncoder, encode_distinct, padded_conv_weights
-from pyelmo.modeling.lstm import LstmWithProjection, run_lstm
+from pyelmo.modeling.lstm import LstmWithProjection, level_weights, run_level
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.rows import PackedRows
 
@@ -103,8 +103,7 @@ class BiLM(nn.Module):
             levels, final_h, final_c = [x], [], []
             for l in range(self.config.lstm.n_layers):
                 pair = [self.directions[FORWARD][l], self.directions[BACKWARD][l]]
-                out, h, c = backend.run_level(run_lstm, pair, self.dropout(x), rows,
-                                              rows.sort(h0[:, l]), rows.sort(c0[:, l]))
+                out, h, c = run_level(pair, self.dropout(x), rows, rows.sort(h0[:, l]), rows.sort(c0[:, l]), backend)
                 if l > 0 and self.config.lstm.use_skip_connections:
                     out = out + x
                 final_h.append(rows.unsort(h))
@@ -151,6 +150,10 @@ class BiLM(nn.Module):
         weights["lstm.state_gates"] = lstm[0].state_gates.weight
         weights["lstm.projection"] = lstm[0].projection.weight
         return {name: w.detach() for name, w in weights.items()}
+
+    def level_weights(self, level: int = 0):
+        """The weights of level ``level``'s products, both directions (:func:`pyelmo.modeling.lstm.level_weights`)."""
+        return level_weights([self.directions[FORWARD][level], self.directions[BACKWARD][level]])
 
     def _initial_state(self, batch: int, ref: torch.Tensor, given: tuple[torch.Tensor, torch.Tensor] | None,
                        options: RunOptions) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,8 +9,10 @@ bias of +1 is added to ``B`` (once per call, not per step)::
 :func:`run_lstm` is the one time loop, over packed rows (:class:`pyelmo.runtime.rows.PackedRows`:
 only the rows still running at each step), for training, evaluation and inference alike: the
 input-to-gate products of a block of steps in one product, then per step the recurrent product,
-:meth:`LstmWithProjection.cell` and the clipped projection. How the products run (differentiable,
-or an execution plan's in place) is the backend passed in (:mod:`pyelmo.runtime.backends`).
+:meth:`LstmWithProjection.cell` and the clipped projection. :func:`run_level` runs a level's two
+directions in one loop or one after the other. How the products run (differentiable, or an execution
+plan's in place) is the backend passed in (:mod:`pyelmo.runtime.backends`), handed the weights as
+tensors (:class:`pyelmo.runtime.backends.LevelWeights`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from pyelmo.runtime.backends import Backend
+from pyelmo.runtime.backends import Backend, LevelWeights
 from pyelmo.runtime.rows import PackedRows
 
 FORGET_BIAS = 1.0
@@ -69,6 +71,28 @@ class LstmWithProjection(nn.Module):
         return h.clamp_(-self.proj_clip, self.proj_clip) if inplace else h.clamp(-self.proj_clip, self.proj_clip)
 
 
+def level_weights(layers: Sequence[LstmWithProjection]) -> LevelWeights:
+    """The weights of the layers' products, for the backend: ``W_0`` (input and state parts), ``B``, ``W_P``."""
+    return LevelWeights(input_w=[layer.input_gates.weight for layer in layers],
+                        bias=[layer.gate_bias() for layer in layers],
+                        state_w=[layer.state_gates.weight for layer in layers],
+                        projection_w=[layer.projection.weight for layer in layers])
+
+
+def run_level(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
+              h: torch.Tensor, c: torch.Tensor, backend: Backend) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`run_lstm` over a level's directions together (one loop), or one after the other, as the
+    backend's plan says (:meth:`pyelmo.runtime.backends.Inference.directions`)."""
+    weight = layers[0].input_gates.weight
+    shape = (layers[0].input_gates.in_features, layers[0].dim, layers[0].projection_dim)
+    with backend.directions(rows, shape, weight.device) as order:
+        if order == "together":
+            return run_lstm(layers, inputs, rows, h, c, backend)
+        each = [run_lstm([layer], inputs[d : d + 1], rows, h[d : d + 1], c[d : d + 1], backend)
+                for d, layer in enumerate(layers)]
+        return tuple(torch.cat(parts) for parts in zip(*each))
+
+
 def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
              h: torch.Tensor, c: torch.Tensor, backend: Backend) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the layers of one level (both directions, or one) over packed ``inputs (D, n_packed, in)``.
@@ -78,11 +102,11 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
     ``c``. The directions share ``dim`` and the clips, so the gate nonlinearities run once over them.
     """
     layer = layers[0]
-    steps = backend.steps(layers, inputs, rows)
+    steps = backend.steps(level_weights(layers), inputs, rows)
     sizes, offsets = rows.batch_sizes, rows.offsets
     outputs, ended_h, ended_c = [], [], []
     for t0, t1 in rows.gate_blocks(backend.gate_chunk_rows):
-        block = steps.input_gates(offsets[t0], offsets[t1])
+        block = steps.inputs_to_gates(offsets[t0], offsets[t1])
         for t, gates in enumerate(block.split(sizes[t0:t1], dim=1), start=t0):  # (D, n, 4H) per step
             n = sizes[t]
             if n < h.shape[1]:  # the last rows have ended: keep their final states

@@ -14,18 +14,18 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 import torch
 
 from pyelmo.fileio import write_json_atomic
 from pyelmo.paths import user_cache_dir
+from pyelmo.runtime.kernels import Kernel
 from pyelmo.runtime.plan import (DIRECTIONS, KERNELS, cpu_flags, fixed_kernel, onednn_available,
                                  row_class)
 
 #: The precisions the bfloat16 mode measures per shape class (int8 is a rule of the plan, never measured).
 PRECISIONS = ("float32", "bfloat16")
-#: ``products`` below: a :class:`pyelmo.runtime.products.Products` (passed in; this module is below it).
 #: The values each kind of cached entry may hold, by the entry's first word (kernel entries: :data:`KERNELS`).
 ENTRY_VALUES = {"precision": PRECISIONS, "directions": DIRECTIONS}
 #: The rows each row class is measured at (the largest at 128 rows, to keep measuring cheap).
@@ -127,11 +127,23 @@ class MeasuredChoices:
             pass
 
 
+class MeasuredProducts(Protocol):
+    """What measuring uses of the products it measures for (:class:`pyelmo.runtime.products.Products`, a
+    module above this one): their kernels by name, the kernel each product runs with, their exact twin."""
+
+    kernels: dict[str, Kernel]
+
+    @property
+    def exact(self) -> MeasuredProducts: ...
+
+    def kernel(self, x: torch.Tensor, w: torch.Tensor) -> str: ...
+
+
 #: This process's measured choices.
 MEASURED = MeasuredChoices()
 
 
-def time_kernels(products, rows: int, w: torch.Tensor) -> dict[str, float]:
+def time_kernels(products: MeasuredProducts, rows: int, w: torch.Tensor) -> dict[str, float]:
     """Seconds of each available float32 kernel for ``rows`` rows times ``w.T`` on this machine, now.
 
     Each kernel runs on ``w`` itself (prepared for it, then dropped) and random inputs, in
@@ -140,8 +152,8 @@ def time_kernels(products, rows: int, w: torch.Tensor) -> dict[str, float]:
     candidates = [k for k in KERNELS if k != "onednn" or onednn_available()]
     with torch.no_grad():
         x = torch.randn(rows, w.shape[1])
-        prepared = {k: products.prepare(w, k) for k in candidates}
-        return fastest_calls({k: functools.partial(products.run, k, x, prepared[k]) for k in candidates})
+        prepared = {k: products.kernels[k].prepare(w) for k in candidates}
+        return fastest_calls({k: functools.partial(products.kernels[k].run, x, prepared[k]) for k in candidates})
 
 
 def fastest_calls(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
@@ -160,7 +172,7 @@ def fastest_calls(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
     return best
 
 
-def measure_kernels(products, rows: int, w: torch.Tensor) -> str:
+def measure_kernels(products: MeasuredProducts, rows: int, w: torch.Tensor) -> str:
     """The fastest float32 kernel for ``rows`` rows times ``w.T`` here (:func:`time_kernels`); the fixed
     rule's kernel unless another is at least ``MEASURE_MARGIN`` faster (near-ties are measuring noise)."""
     return choose_kernel(time_kernels(products, rows, w), rows, w)
@@ -172,33 +184,32 @@ def choose_kernel(seconds: dict[str, float], rows: int, w: torch.Tensor) -> str:
     return fastest if seconds[fastest] < (1 - MEASURE_MARGIN) * seconds[default] else default
 
 
-def time_precisions(products, rows: int, w: torch.Tensor) -> dict[str, float]:
+def time_precisions(products: MeasuredProducts, rows: int, w: torch.Tensor) -> dict[str, float]:
     """Seconds of ``rows`` rows times ``w.T`` in ``products``' bfloat16 mode and as exact float32 (through
     the float32 kernel :attr:`Products.exact` chooses), on ``w`` itself and random inputs (:func:`fastest_calls`)."""
     exact = products.exact
     with torch.no_grad():
         x = torch.randn(rows, w.shape[1])
-        kernels = {"bfloat16": products.kernel(x, w), "float32": exact.kernel(x, w)}
-        sides = {"bfloat16": products, "float32": exact}
-        prepared = {k: sides[k].prepare(w, kernels[k]) for k in PRECISIONS}
-        return fastest_calls({k: functools.partial(sides[k].run, kernels[k], x, prepared[k]) for k in PRECISIONS})
+        kernels = {"bfloat16": products.kernels[products.kernel(x, w)], "float32": exact.kernels[exact.kernel(x, w)]}
+        prepared = {k: kernels[k].prepare(w) for k in PRECISIONS}
+        return fastest_calls({k: functools.partial(kernels[k].run, x, prepared[k]) for k in PRECISIONS})
 
 
-def kernel(products, rows: int, w: torch.Tensor) -> str:
+def kernel(products: MeasuredProducts, rows: int, w: torch.Tensor) -> str:
     """The float32 kernel for the row class ``rows`` times ``w.T``, as stored in :data:`MEASURED`, else
     :func:`measure_kernels`' answer, stored."""
     entry = f"threads={torch.get_num_threads()} rows={rows} weight={w.shape[0]}x{w.shape[1]}"
     return MEASURED.get(entry, lambda: measure_kernels(products, MEASURE_ROWS[rows], w))
 
 
-def precision(products, rows: int, w: torch.Tensor) -> str:
+def precision(products: MeasuredProducts, rows: int, w: torch.Tensor) -> str:
     """In ``products``' bfloat16 mode: ``"bfloat16"`` or ``"float32"`` for the row class ``rows`` times
     ``w.T``, as stored in :data:`MEASURED`, else :func:`measure_precision`'s answer, stored."""
     entry = f"precision threads={torch.get_num_threads()} rows={rows} weight={w.shape[0]}x{w.shape[1]}"
     return MEASURED.get(entry, lambda: measure_precision(products, MEASURE_ROWS[rows], w))
 
 
-def measure_precision(products, rows: int, w: torch.Tensor) -> str:
+def measure_precision(products: MeasuredProducts, rows: int, w: torch.Tensor) -> str:
     """``"float32"`` if exact float32 runs ``rows`` rows times ``w.T`` at least ``MEASURE_MARGIN`` faster
     than the bfloat16 mode here (:func:`time_precisions`), else ``"bfloat16"``."""
     seconds = time_precisions(products, rows, w)

@@ -1,5 +1,7 @@
 """The backends of the biLM's one time loop (:func:`pyelmo.modeling.lstm.run_lstm`): what differs
-between training and inference, passed in the run options, never detected.
+between training and inference, passed in the run options, never detected. They run the loop's
+matrix products on the weights the loop hands them (:class:`LevelWeights`: tensors, not modules) and
+say how a level's directions run (:meth:`Inference.directions`); the LSTM's math is the loop's.
 
 - :class:`Differentiable`: every step makes new tensors that autograd follows; ``torch`` products
   (or training's :class:`~pyelmo.runtime.training_products.TrainingProducts`), both directions'
@@ -8,16 +10,19 @@ between training and inference, passed in the run options, never detected.
   loop writes into buffers kept from call to call; the plan says whether a level's two directions
   run together or one after the other.
 
-A loop's products (:class:`DifferentiableSteps`, :class:`InferenceSteps`) are made per level:
-``input_gates(a, b)`` (packed rows ``a:b``, bias included), ``recurrent(gates, h)`` (``gates + h Ws^T``)
+A loop's products (:class:`DifferentiableSteps`, :class:`InferenceSteps`) are made per level from its
+:class:`LevelWeights`:
+``inputs_to_gates(a, b)`` (packed rows ``a:b``, bias included), ``recurrent(gates, h)`` (``gates + h Ws^T``)
 and ``project(hidden, t)`` (``hidden W_P^T``, step ``t``'s outputs), then ``outputs(steps)``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from typing import Callable, Protocol, Sequence
+from dataclasses import dataclass
+from typing import ContextManager, Iterator, Protocol
 
 import torch
 
@@ -28,8 +33,22 @@ from pyelmo.runtime.rows import PackedRows
 
 #: Packed rows (token positions of one direction) per input-to-gate product in the inference loop.
 INPUT_GATE_CHUNK_ROWS = 512
-#: A level's layers, and a function that runs them over packed rows: ``(layers, inputs, rows, h, c, backend)``.
-RunLevel = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class LevelWeights:
+    """The weights of one LSTM level's products, one per direction run: the input-to-gate ``input_w (4H, in)``
+    and its ``bias (4H,)`` (forget bias included), the state-to-gate ``state_w (4H, P)``, ``projection_w (P, H)``."""
+
+    input_w: list[torch.Tensor]
+    bias: list[torch.Tensor]
+    state_w: list[torch.Tensor]
+    projection_w: list[torch.Tensor]
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(input dim, cell dim H, projection dim P)``."""
+        return self.input_w[0].shape[1], self.state_w[0].shape[0] // 4, self.projection_w[0].shape[0]
 
 
 class Backend(Protocol):
@@ -40,10 +59,9 @@ class Backend(Protocol):
     gate_chunk_rows: int | None
     products: Products
 
-    def steps(self, layers: Sequence[torch.nn.Module], inputs: torch.Tensor, rows: PackedRows): ...
+    def steps(self, weights: LevelWeights, inputs: torch.Tensor, rows: PackedRows): ...
 
-    def run_level(self, run: RunLevel, pair: Sequence[torch.nn.Module], x: torch.Tensor, rows: PackedRows,
-                  h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+    def directions(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> ContextManager[str]: ...
 
 
 def _stacked_t(weights: list[torch.Tensor]) -> torch.Tensor:
@@ -54,14 +72,14 @@ def _stacked_t(weights: list[torch.Tensor]) -> torch.Tensor:
 class DifferentiableSteps:
     """A differentiable loop's products: new tensors each step, both directions in one ``bmm``."""
 
-    def __init__(self, layers: Sequence[torch.nn.Module], inputs: torch.Tensor) -> None:
+    def __init__(self, weights: LevelWeights, inputs: torch.Tensor) -> None:
         self.inputs = inputs
-        self.input_w = _stacked_t([layer.input_gates.weight for layer in layers])
-        self.bias = torch.stack([layer.gate_bias() for layer in layers])[:, None]
-        self.state_w = _stacked_t([layer.state_gates.weight for layer in layers])
-        self.projection_w = _stacked_t([layer.projection.weight for layer in layers])
+        self.input_w = _stacked_t(weights.input_w)
+        self.bias = torch.stack(weights.bias)[:, None]
+        self.state_w = _stacked_t(weights.state_w)
+        self.projection_w = _stacked_t(weights.projection_w)
 
-    def input_gates(self, a: int, b: int) -> torch.Tensor:
+    def inputs_to_gates(self, a: int, b: int) -> torch.Tensor:
         return torch.baddbmm(self.bias, self.inputs[:, a:b], self.input_w)
 
     def recurrent(self, gates: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -88,11 +106,12 @@ class Differentiable:
     def __repr__(self) -> str:
         return f"Differentiable({self.products!r}, fused_conv={self.fused_conv})"
 
-    def steps(self, layers: Sequence[torch.nn.Module], inputs: torch.Tensor, rows: PackedRows) -> DifferentiableSteps:
-        return DifferentiableSteps(layers, inputs)
+    def steps(self, weights: LevelWeights, inputs: torch.Tensor, rows: PackedRows) -> DifferentiableSteps:
+        return DifferentiableSteps(weights, inputs)
 
-    def run_level(self, run: RunLevel, pair, x, rows, h, c):
-        return run(pair, x, rows, h, c, self)
+    def directions(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> ContextManager[str]:
+        """A level's directions run together (one loop, both directions' products batched)."""
+        return contextlib.nullcontext("together")
 
 
 class Workspace:
@@ -114,21 +133,22 @@ class Workspace:
 class InferenceSteps:
     """An inference loop's products: the plan's kernels on prepared weights, in place into buffers."""
 
-    def __init__(self, layers: Sequence[torch.nn.Module], inputs: torch.Tensor, rows: PackedRows,
+    def __init__(self, weights: LevelWeights, inputs: torch.Tensor, rows: PackedRows,
                  products: Products, workspace: Workspace) -> None:
         self.inputs, self.products = inputs, products
-        self.biases = [layer.gate_bias() for layer in layers]
-        self.input_w = [layer.input_gates.weight for layer in layers]
-        self.recurrent_w = products.each([layer.state_gates.weight for layer in layers])
-        self.projection_w = products.each([layer.projection.weight for layer in layers])
-        dim, proj = layers[0].dim, layers[0].projection_dim
-        self.out = inputs.new_empty(len(layers), rows.n_packed, proj)
+        self.biases = weights.bias
+        self.input_w = weights.input_w
+        self.recurrent_w = products.each(weights.state_w)
+        self.projection_w = products.each(weights.projection_w)
+        _, dim, proj = weights.shape
+        directions = len(weights.input_w)
+        self.out = inputs.new_empty(directions, rows.n_packed, proj)
         self.step_out = self.out.split(rows.batch_sizes, dim=1)  # (D, sizes[t], P) views, one per step
         offsets = rows.offsets
         widest = max((offsets[b] - offsets[a] for a, b in rows.gate_blocks(INPUT_GATE_CHUNK_ROWS)), default=0)
-        self.gates = workspace.buffer("gates", (len(layers), widest, 4 * dim), inputs)
+        self.gates = workspace.buffer("gates", (directions, widest, 4 * dim), inputs)
 
-    def input_gates(self, a: int, b: int) -> torch.Tensor:
+    def inputs_to_gates(self, a: int, b: int) -> torch.Tensor:
         block = self.gates[:, : b - a]
         for d, w in enumerate(self.input_w):
             self.products.mm(self.inputs[d, a:b], w, self.biases[d], out=block[d])
@@ -165,26 +185,33 @@ class Inference:
     def __repr__(self) -> str:
         return f"Inference({self.plan.summary()})"
 
-    def steps(self, layers: Sequence[torch.nn.Module], inputs: torch.Tensor, rows: PackedRows) -> InferenceSteps:
-        return InferenceSteps(layers, inputs, rows, self.products, self.workspace)
+    def steps(self, weights: LevelWeights, inputs: torch.Tensor, rows: PackedRows) -> InferenceSteps:
+        return InferenceSteps(weights, inputs, rows, self.products, self.workspace)
 
-    def directions(self, rows: int, layer: torch.nn.Module) -> tuple[str, Callable[[float], None] | None]:
-        """How a level's two directions run for a batch of ``rows`` rows, and (autotune, while measuring)
-        a function that takes the call's cost."""
+    @contextlib.contextmanager
+    def directions(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> Iterator[str]:
+        """How a level of ``shape`` (:attr:`LevelWeights.shape`) runs its two directions over ``rows``
+        (``"together"`` or ``"apart"``), for the ``with`` block that runs it; an autotuned plan times
+        the block (per packed row) while it measures the orders."""
         if self.plan.directions != "autotune":
-            return self.plan.directions, None
-        if layer.state_gates.weight.device.type != "cpu":
-            return "together", None
-        shape = (layer.input_gates.in_features, layer.dim, layer.projection_dim)
-        return autotune.directions(rows, shape, self.products.dtype)
+            yield self.plan.directions
+            return
+        if device.type != "cpu":
+            yield "together"
+            return
+        order, timed = autotune.directions(rows.batch, shape, self.products.dtype)
+        start = time.perf_counter()
+        yield order
+        if timed is not None:
+            timed((time.perf_counter() - start) / max(rows.n_packed, 1))
 
-    def explain(self, weights: dict[str, torch.Tensor], layer: torch.nn.Module) -> dict:
+    def explain(self, weights: dict[str, torch.Tensor], level: LevelWeights) -> dict:
         """The plan as it applies to a model: per product weight (by name) and row class the kernel (and
         precision) its products run with (``bmm``: a time step's products of both directions batched),
         and per row class the directions' order. Decided by the same calls the products make (an
         autotuned plan measures what it has not measured yet)."""
         products, table = self.products, []
-        step = {layer.state_gates.weight.data_ptr(), layer.projection.weight.data_ptr()}
+        step = {level.state_w[0].data_ptr(), level.projection_w[0].data_ptr()}
         for name, w in weights.items():
             for rows in ROW_CLASSES:
                 x = torch.zeros(rows, w.shape[1], device="cpu" if w.is_meta else w.device)  # meta: released to int8
@@ -200,8 +227,7 @@ class Inference:
                              "float32" if exact or products.dtype is None else "bfloat16")
                 table.append({"product": name, "weight": list(w.shape), "rows": _rows_label(rows), "kernel": kernel,
                               "precision": precision})
-        shape = (layer.input_gates.in_features, layer.dim, layer.projection_dim)
-        orders = {}
+        shape, orders = level.shape, {}
         for rows in ROW_CLASSES:
             if self.plan.directions != "autotune":
                 orders[rows] = self.plan.directions
@@ -210,16 +236,3 @@ class Inference:
                 orders[rows] = autotune.MEASURED.lookup(entry) or "measured on the first calls"
         return {"plan": self.plan.summary(), "products": table,
                 "directions": {_rows_label(r): order for r, order in orders.items()}}
-
-    def run_level(self, run: RunLevel, pair, x, rows, h, c):
-        """``run`` over both directions at once, or one after the other, as :meth:`directions` says."""
-        order, timed = self.directions(rows.batch, pair[0])
-        start = time.perf_counter()
-        if order == "together":
-            result = run(pair, x, rows, h, c, self)
-        else:
-            each = [run([layer], x[d : d + 1], rows, h[d : d + 1], c[d : d + 1], self) for d, layer in enumerate(pair)]
-            result = tuple(torch.cat(parts) for parts in zip(*each))
-        if timed is not None:
-            timed((time.perf_counter() - start) / max(rows.n_packed, 1))
-        return result

@@ -74,7 +74,7 @@ def usable_bf16(requested: bool) -> bool:
 def int8_engine() -> str | None:
     """The quantized engine PyTorch runs the int8 products with here (``x86``/``fbgemm`` on x86 CPUs,
     ``qnnpack`` on arm), or ``None`` if this build has none. Its dynamic linear quantizes the
-    activations per call (per tensor); on x86 to 7 bits (``reduce_range``: AVX2's 16-bit
+    activations per call (per tensor; :func:`pyelmo.runtime.products.int8_linear` makes that per row); on x86 to 7 bits (``reduce_range``: AVX2's 16-bit
     intermediate sums of 8-bit products would overflow), as PyTorch's own dynamic quantization does."""
     try:
         engine = torch.backends.quantized.engine

@@ -5,8 +5,10 @@
 - ``Products(plan)``: the inference products of an :class:`~pyelmo.runtime.plan.ExecutionPlan`: exact
   float32 through the kernel the plan gives each shape (``torch.mm`` on ``W`` or a copy of ``W^T``,
   or oneDNN with ``W`` prepacked), or bfloat16 inputs and weights with float32 sums, or (int8) the
-  products with the weights the plan names on int8 copies of them and int8 inputs (:func:`quantize_int8`,
-  :func:`int8_linear`); no autograd.
+  products with the weights the plan names on int8 copies of them and int8 inputs; no autograd.
+
+The kernels themselves (each one small class, one precision) are :mod:`pyelmo.runtime.kernels`; here is
+which of them runs each product, the weights prepared for them and kept, and what ran (:attr:`Products.decisions`).
 
 Small same-shaped products of several weights on their own rows (the two directions of an LSTM
 level at one time step) run as one batched product (:class:`EachDirection`).
@@ -15,8 +17,6 @@ level at one time step) run as one batched product (:class:`EachDirection`).
 from __future__ import annotations
 
 import functools
-import math
-import warnings
 import weakref
 from dataclasses import replace
 from typing import Callable
@@ -25,56 +25,14 @@ import torch
 import torch.nn.functional as F
 
 from pyelmo.runtime import autotune
+from pyelmo.runtime.kernels import Int8, Kernel, OneDNN, TorchMM
+from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # noqa: F401 (their old home)
 from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, int8_engine, row_class
 
 #: Same-shaped step products of at most this many multiply-adds each (the two directions of a
 #: level at one time step) run as one batched product on their weights stacked, when no kernel is
 #: forced: per-call overhead, not arithmetic, dominates them. Larger ones run one by one.
 BATCHED_MAX_WORK = 2**22
-
-
-@functools.lru_cache(maxsize=4096)
-def onednn_rows(rows: int) -> int:
-    """``rows`` rounded up to one of a few sizes (exact to 16, then steps of ~12.5%, multiples of 8):
-    oneDNN compiles and keeps a kernel per input shape, so padding the rows bounds its memory."""
-    size = rows if rows <= 16 else 16
-    while size < rows:
-        size = max(size + 8, math.ceil(size * 1.125 / 8) * 8)
-    return size
-
-
-def quantize_int8(w: torch.Tensor) -> object:
-    """``W (out, in)`` quantized to int8 per output channel (symmetric: each row's scale is its largest
-    magnitude / 127) and packed for the quantized engine's dynamic linear (``quantized::linear_dynamic``)."""
-    if w.is_meta:
-        raise RuntimeError("this weight was released after int8 packing and cannot be packed again")
-    w = w.detach().float().contiguous()
-    scales = (w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127).double()
-    with warnings.catch_warnings():  # PyTorch marks its quantized tensors as deprecated; their kernels are the ones here
-        warnings.simplefilter("ignore")
-        q = torch.quantize_per_channel(w, scales, torch.zeros(w.shape[0], dtype=torch.long), 0, torch.qint8)
-        return torch.ops.quantized.linear_prepack(q, None)
-
-
-def int8_linear(x: torch.Tensor, packed: object, reduce_range: bool, bias: torch.Tensor | None = None,
-                out: torch.Tensor | None = None, accumulate: bool = False) -> torch.Tensor:
-    """``x @ W^T (+ bias)`` on a :func:`quantize_int8`-packed ``W``, int32 sums, a float32 result (``reduce_range``:
-    7-bit inputs, see :func:`pyelmo.runtime.plan.int8_engine`), into ``out`` (or added to it: ``accumulate``).
-    The engine quantizes its input per tensor; each row is scaled to the same largest magnitude first (and
-    its result back), so that in effect each row is quantized on its own scale: a row of small values keeps
-    its resolution. Scaling back, the bias and ``out`` take one pass over the result."""
-    if x.shape[0] == 1:  # one row: per tensor is per row
-        y = torch.ops.quantized.linear_dynamic(x.contiguous(), packed, reduce_range)
-        if accumulate:
-            return out.add_(y)
-        y = y if bias is None else y.add_(bias)
-        return y if out is None else out.copy_(y)
-    scale = x.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(torch.float32).tiny)
-    y = torch.ops.quantized.linear_dynamic(x / scale, packed, reduce_range)
-    if accumulate:
-        return out.addcmul_(y, scale)
-    target = y if out is None else out
-    return torch.mul(y, scale, out=target) if bias is None else torch.addcmul(bias, y, scale, out=target)
 
 
 class Products:
@@ -172,15 +130,15 @@ class Products:
             self.decisions[key] = chosen
         return chosen
 
-    def prepare(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
-        """``w`` in this path's precision as ``kernel`` takes it: ``W^T`` (a view for ``mm``, a
-        contiguous copy for ``mm_t``), prepacked for oneDNN, or quantized (``int8``). Not kept: see :meth:`weight`."""
-        if kernel == "int8":
-            return quantize_int8(w)
-        prepared = w.detach() if self.dtype is None else w.detach().to(self.dtype)
-        if kernel == "onednn":
-            return torch.ops.mkldnn._reorder_linear_weight(prepared, 32)
-        return prepared.t().contiguous() if kernel == "mm_t" else prepared.t()
+    @functools.cached_property
+    def kernels(self) -> dict[str, Kernel]:
+        """The kernels by name, in this path's precision (:mod:`pyelmo.runtime.kernels`)."""
+        return {"mm": TorchMM(self.dtype), "mm_t": TorchMM(self.dtype, copy=True), "onednn": OneDNN(self.dtype),
+                "int8": Int8(self.int8_reduce_range)}
+
+    def prepare(self, w: torch.Tensor, kernel: str) -> object:
+        """``w`` as ``kernel`` takes it, in this path's precision. Not kept: see :meth:`weight`."""
+        return self.kernels[kernel].prepare(w)
 
     def weight(self, w: torch.Tensor, kernel: str) -> torch.Tensor:
         """:meth:`prepare`'s ``w`` for ``kernel``, made once and kept while ``w`` is unchanged."""
@@ -208,36 +166,14 @@ class Products:
         """The products ``x[d] @ weights[d].T`` of every direction ``d`` in a time loop (:class:`EachDirection`)."""
         return EachDirection(self, weights)
 
-    def product(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
-                bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W^T`` through ``kernel`` on its :meth:`prepare`'d weight, in this path's precision:
-        float32 with ``bias`` added, or the bfloat16 mode's bfloat16 result (``bias`` not added)."""
-        if kernel == "int8":
-            return int8_linear(x, prepared, self.int8_reduce_range, bias)
-        if kernel == "onednn":
-            rows, padded = x.shape[0], onednn_rows(x.shape[0])
-            if padded != rows:  # a few shapes only: oneDNN keeps a compiled kernel per shape
-                x = torch.cat([x, x.new_zeros(padded - rows, x.shape[1])])
-            x = (x if self.dtype is None else x.to(self.dtype)).contiguous()
-            exact_bias = bias if self.dtype is None else None
-            return torch.ops.mkldnn._linear_pointwise(x, prepared, exact_bias, "none", [], "")[:rows]
-        if self.dtype is None:
-            return x @ prepared if bias is None else torch.addmm(bias, x, prepared)
-        return x.to(self.dtype) @ prepared
+    def product(self, kernel: str, x: torch.Tensor, prepared, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """``x @ W^T`` through ``kernel`` in its result precision (:meth:`pyelmo.runtime.kernels.Kernel.product`)."""
+        return self.kernels[kernel].product(x, prepared, bias)
 
-    def run(self, kernel: str, x: torch.Tensor, prepared: torch.Tensor,
-            bias: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    def run(self, kernel: str, x: torch.Tensor, prepared, bias: torch.Tensor | None = None,
+            out: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ W^T (+ bias)`` as float32 through ``kernel``, on its :meth:`prepare`'d weight (into ``out``)."""
-        if kernel == "int8":
-            return int8_linear(x, prepared, self.int8_reduce_range, bias, out)
-        if out is not None and self.dtype is None and kernel != "onednn":
-            return torch.mm(x, prepared, out=out) if bias is None else torch.addmm(bias, x, prepared, out=out)
-        y = self.product(kernel, x, prepared, bias)
-        if self.dtype is None:
-            return y if out is None else out.copy_(y)
-        # the bfloat16 result to float32, then the bias added in float32 (a mixed-precision add is slower)
-        y = y.float() if out is None else out.copy_(y)
-        return y if bias is None else y.add_(bias)
+        return self.kernels[kernel].run(x, prepared, bias, out)
 
     def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
            out: torch.Tensor | None = None) -> torch.Tensor:
@@ -245,7 +181,7 @@ class Products:
         if self.runs_exact(x, w):
             return self.exact.mm(x, w, bias, out)
         kernel = self.kernel(x, w)
-        return self.run(kernel, x, self.weight(w, kernel), bias, out)
+        return self.kernels[kernel].run(x, self.weight(w, kernel), bias, out)
 
     def mm_native(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``x @ w.T`` in the products' own result precision: bfloat16 in the bfloat16 mode, else
@@ -254,7 +190,7 @@ class Products:
         if self.dtype is None or self.runs_exact(x, w):
             return (self if self.dtype is None else self.exact).mm(x, w)
         kernel = self.kernel(x, w)
-        return self.product(kernel, x, self.weight(w, kernel))
+        return self.kernels[kernel].product(x, self.weight(w, kernel))
 
     def linear(self, x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
         """``layer(x)`` through these products."""
@@ -267,11 +203,7 @@ class Products:
         if self.runs_exact(x, w):
             return self.exact.addmm_(acc, x, w)
         kernel = self.kernel(x, w)
-        if kernel == "int8":
-            return int8_linear(x, self.weight(w, kernel), self.int8_reduce_range, out=acc, accumulate=True)
-        if self.dtype is None and kernel != "onednn":
-            return acc.addmm_(x, self.weight(w, kernel))
-        return acc.add_(self.product(kernel, x, self.weight(w, kernel)))  # a bfloat16 result is added in float32
+        return self.kernels[kernel].addmm_(acc, x, self.weight(w, kernel))
 
 
 class EachDirection:

@@ -43,15 +43,15 @@ class TokenCache:
         self.check_weights(encoder, precision)
         keys = [row.tobytes() for row in distinct.to(torch.int16).cpu().numpy()]
         rows = self.lookup(keys)
-        vectors = torch.empty(len(keys), encoder.projection.out_features, dtype=encoder.projection.weight.dtype,
-                              device=distinct.device)
+        missing = [k for k, row in enumerate(rows) if row < 0]
+        index = torch.tensor(missing, device=distinct.device)
+        computed = compute(distinct[index]) if missing else None
+        like = self._vectors if computed is None else computed
+        vectors = like.new_empty(len(keys), like.shape[1])
         present = [k for k, row in enumerate(rows) if row >= 0]
         if present:
             vectors[torch.tensor(present, device=distinct.device)] = self.gather([rows[k] for k in present])
-        missing = [k for k, row in enumerate(rows) if row < 0]
         if missing:
-            index = torch.tensor(missing, device=distinct.device)
-            computed = compute(distinct[index])
             vectors[index] = computed
             self.store([keys[k] for k in missing], computed)
         return vectors
