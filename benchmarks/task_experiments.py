@@ -155,7 +155,7 @@ def _variant_args(variant: str, args: argparse.Namespace) -> list[str]:
 
 def prepare(args: argparse.Namespace) -> None:
     """Compute the shipped biLM's layers of every task file into --cache-dir, in the order the runs read them."""
-    from pyelmo.modelio.load import load
+    from pyelmo.modelio.resolve import load
     from pyelmo.tasks.data import read_examples
     from pyelmo.tasks.features import LayerCache
     from pyelmo.tasks.options import BiLMSource, bilm_fingerprint

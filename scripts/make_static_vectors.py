@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from pyelmo.evaluation.static import StaticVectors, Word2VecOptions, corpus_train_files, train_word2vec
-from pyelmo.modelio.hub import default_model_dir
+from pyelmo.modelio.hub import shipped_folder
 from pyelmo.tasks.static import StaticVectors as TaskVectors
 from pyelmo.tasks.static import write_shipped_form
 
@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--min-count", type=int, default=5)
     parser.add_argument("--top", type=int, default=20_000)
-    parser.add_argument("--out", default=str(default_model_dir()))
+    parser.add_argument("--out", default=str(shipped_folder("english")))
     args = parser.parse_args()
 
     started = time.time()

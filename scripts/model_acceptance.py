@@ -39,7 +39,7 @@ import torch
 
 from pyelmo.errors import InputError, PyelmoError
 from pyelmo.fileio import write_json_atomic
-from pyelmo.lm.model import evaluate, export_bilm_hdf5, load_language_model
+from pyelmo.lm.model import LanguageModel, evaluate, export_bilm_hdf5
 from pyelmo.evaluation.senses import example_vectors, find_word, nearest_sense_scores, read_sense_examples, with_average_layer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,7 +136,8 @@ def perplexity_figure(model_dir: Path, folder: Path, max_sentences: int) -> dict
     files = sorted(folder.glob("*.txt"))
     if not files:
         raise InputError(f"no .txt files in {folder}")
-    lm, vocab = load_language_model(model_dir)
+    lm = LanguageModel.from_pretrained(model_dir)
+    vocab = lm.vocab
     max_length = int(read_native_config(model_dir).get("training", {}).get("max_length", 100))
     text = TokenizedText(files, vocab, max_length, lm.bilm.config.char_cnn.max_characters_per_token, max_sentences)
     return {**evaluate(lm, text).as_dict(), "sentences": len(text), "max_length": max_length}
@@ -176,7 +177,7 @@ def export_figure(model_dir: Path, senses_file: Path) -> dict[str, Any]:
     from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5
 
     ids = batch_to_ids([list(e.tokens) for e in read_sense_examples(senses_file)])
-    native, (lm, _) = from_pretrained(model_dir).eval(), load_language_model(model_dir)
+    native, lm = from_pretrained(model_dir).eval(), LanguageModel.from_pretrained(model_dir)
     with tempfile.TemporaryDirectory(prefix="pyelmo-acceptance-") as tmp:
         export_bilm_hdf5(model_dir, tmp)
         again = load_bilm_hdf5(Path(tmp) / "options.json", Path(tmp) / "weights.hdf5").eval()

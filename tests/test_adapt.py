@@ -13,7 +13,7 @@ import torch
 
 from httpserver import FileServer
 from pyelmo.cli import main
-from pyelmo.modelio.load import load
+from pyelmo.modelio.resolve import load
 from pyelmo.modelio.weights import load_bilm_hdf5, load_native_tensors, model_fingerprint
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.training.checkpoints import load_checkpoint
@@ -207,9 +207,10 @@ def test_an_elmoformanylangs_model_adapts_and_keeps_its_lexicons(corpus, tmp_pat
 
 
 def test_the_shipped_model_continues_with_its_own_softmax_or_a_new_one(corpus, tmp_path):
-    from pyelmo.lm.model import load_language_model
+    from pyelmo.lm.model import LanguageModel
 
-    shipped, vocab = load_language_model()
+    shipped = LanguageModel.from_pretrained()
+    vocab = shipped.vocab
     kept = Trainer(config_from_dict(_config(freeze_bilm_steps=None)), tmp_path / "kept", data=_data(corpus),
                    init_from="english", progress=False)
     assert kept.freeze == 0 and kept.vocab.words == vocab.words

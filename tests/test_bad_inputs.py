@@ -596,7 +596,7 @@ def test_vocabulary_and_sentence_readers(tmp_path):
 
 
 def test_model_loader_arguments():
-    from pyelmo.modelio.load import load
+    from pyelmo.modelio.resolve import load
 
     with pytest.raises(WeightFileError, match="needs its options file"):
         load(None, WEIGHTS)

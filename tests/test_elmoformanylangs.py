@@ -81,13 +81,13 @@ def test_missing_files_and_existing_output_are_clear_errors(tmp_path, capsys):
 
 def test_lang_is_recorded_and_text_of_another_language_warns_once(converted, tmp_path, capsys):
     from pyelmo.embedding.embedder import LanguageWarning
-    from pyelmo.modelio.load import model_language
+    from pyelmo.modelio.resolve import resolve_model
 
-    assert model_language(converted) is None  # their folders do not say their language
+    assert resolve_model(converted).language is None  # their folders do not say their language
     out = tmp_path / "zh"
     assert main(["convert", "elmoformanylangs", str(FIXTURE / "model"), str(out), "--lang", "zh"]) == 0
     assert json.loads((out / "config.json").read_text(encoding="utf-8"))["language"] == "zh"
-    assert model_language(out) == "zh"
+    assert resolve_model(out).language == "zh"
     embedder = pyelmo.ElmoEmbedder(str(out))
     np.testing.assert_allclose(embedder.embed_sentence(SENTENCES[2]), expected(2), atol=1e-5, rtol=0)
     with pytest.warns(LanguageWarning, match="trained on Chinese text and this text has no Chinese characters") as caught:

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from pyelmo.cli import main
-from pyelmo.modelio.load import load
+from pyelmo.modelio.resolve import load
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.training.trainer import train
 from tinyconfig import tiny_train_config

@@ -13,7 +13,7 @@ import pyelmo
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.cli import main
 from pyelmo.embedding.embedder import ElmoEmbedder
-from pyelmo.modelio.hub import DEFAULT_MODEL_DIR
+from pyelmo.modelio.hub import SHIPPED
 from pyelmo.lm.predict import WordPredictor
 from pyelmo.evaluation.senses import read_sense_examples, sense_accuracy_per_layer
 from pyelmo.modelio.weights import load_bilm_hdf5, save_bilm_hdf5
@@ -27,7 +27,7 @@ def embedder():
 
 
 def test_package_ships_a_small_model():
-    files = {p.name: p.stat().st_size for p in DEFAULT_MODEL_DIR.iterdir()}
+    files = {p.name: p.stat().st_size for p in SHIPPED["english"].folder.iterdir()}
     assert {"config.json", "model.safetensors", "vocab.txt", "MODEL_CARD.md"} <= set(files)
     assert sum(files.values()) <= 60 * 2**20
 
@@ -106,5 +106,5 @@ def test_shipped_model_is_a_trained_language_model(tmp_path):
 
     text = tmp_path / "sentences.txt"
     text.write_text("\n".join(" ".join(e.tokens) for e in read_sense_examples(SENSES)) + "\n", encoding="utf-8")
-    result = perplexity(DEFAULT_MODEL_DIR, [text])
+    result = perplexity(SHIPPED["english"].folder, [text])
     assert result.average < 200

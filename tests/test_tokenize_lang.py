@@ -17,7 +17,8 @@ from pyelmo.cli import main
 from pyelmo.embedding.embedder import ElmoEmbedder, LanguageWarning
 from pyelmo.embedding.store import UnsegmentedTextWarning
 from pyelmo.errors import InputError
-from pyelmo.modelio.load import model_language
+from pyelmo.errors import WeightFileError
+from pyelmo.modelio.resolve import resolve_model
 from pyelmo.text import tokenize as tok
 from pyelmo.text.tokenize import detect_language, tokenize
 
@@ -104,12 +105,16 @@ def test_missing_segmenter_cli_one_line_before_the_model(without_jieba, tmp_path
 
 
 def test_model_language():
-    assert model_language() == model_language("english") == model_language("original") == "en"
-    assert model_language("pubmed") == "en"
+    def language(*args):
+        return resolve_model(*args).language
+
+    assert language() == language("english") == language("original") == "en"
+    assert language("pubmed") == "en"
     shipped = Path(__file__).parents[1] / "src" / "pyelmo" / "pretrained" / "english"
-    assert model_language(shipped) == "en"
-    assert model_language(shipped / "config.json", "weights.hdf5") is None  # released-format files: unknown
-    assert model_language("/nonexistent/model") is None
+    assert language(shipped) == "en"
+    assert language(shipped / "config.json", "weights.hdf5") is None  # released-format files: unknown
+    with pytest.raises(WeightFileError, match="model directory not found"):
+        language("/nonexistent/model")
 
 
 def test_language_warning_once_only_when_known_and_different(tiny_model):

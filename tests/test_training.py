@@ -22,7 +22,7 @@ from pyelmo.lm.model import LanguageModel, evaluate, full_softmax_nll, perplexit
 from pyelmo.training.data import resolve_data
 from pyelmo.training.trainer import Trainer, train
 from pyelmo.lm.vocab import Vocabulary, vocab_from_files
-from pyelmo.modelio.load import model_language
+from pyelmo.modelio.resolve import resolve_model
 from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5, load_native_tensors
 
 TINY = {
@@ -155,7 +155,7 @@ def test_loss_decreases_and_outputs(corpus, tmp_path):
     model = from_pretrained(tmp_path / "model")  # extra softmax tensors are ignored
     assert set(load_native_tensors(tmp_path / "model")) >= {"softmax.weight", "softmax.bias"}
     assert model.config.lstm.dim == 32
-    assert model_language(tmp_path / "model") is None  # no data.language: not recorded
+    assert resolve_model(tmp_path / "model").language is None  # no data.language: not recorded
     assert perplexity(tmp_path / "model", [corpus / "valid" / "part.txt"]).average == pytest.approx(after, rel=1e-4)
 
 
@@ -201,7 +201,7 @@ def test_non_latin_text_loss_falls(tmp_path):
     after = evaluate(tr.model, tr.train_text).average
     assert after < 0.5 * before, (before, after)
     assert "γάτα" in Vocabulary.load(tmp_path / "out" / "model").words
-    assert model_language(tmp_path / "out" / "model") == "el"  # data.language: the model's config.json "language"
+    assert resolve_model(tmp_path / "out" / "model").language == "el"  # data.language: the model's config.json "language"
 
 
 def test_resume_equals_uninterrupted(corpus, tmp_path, monkeypatch):
@@ -322,7 +322,7 @@ def test_plan_names_the_limit_that_binds_first():
 def test_train_says_what_it_trains_for_how_long_and_why_it_stopped(corpus, tmp_path, capsys):
     """The start summary (parameters, vocabulary, data, steps planned and the binding limit), the progress
     bar's validation perplexity, and the reason for stopping in the last line."""
-    from pyelmo.lm.model import load_language_model
+    from pyelmo.lm.model import LanguageModel
 
     (tmp_path / "c.json").write_text(json.dumps(_config(train__eval_every=2, train__log_every=1)))
     out = tmp_path / "run"
@@ -330,7 +330,7 @@ def test_train_says_what_it_trains_for_how_long_and_why_it_stopped(corpus, tmp_p
                  "--max-steps", "4000", "--max-epochs", "1"]) == 0
     captured = capsys.readouterr()
     lines = captured.out.strip().splitlines()
-    model = load_language_model(out / "model")[0]
+    model = LanguageModel.from_pretrained(out / "model")
     words = len((out / "vocab.txt").read_text().splitlines())
     assert lines[0].startswith(f"model: {sum(p.numel() for p in model.parameters()):,} parameters (biLM ")
     assert lines[1].startswith(f"vocabulary: {words:,} words (built from the training text")

@@ -14,7 +14,7 @@ from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import ElmoConfig, preset
 from pyelmo.errors import ConfigError, WeightFileError
 from pyelmo.modeling.bilm import BiLM
-from pyelmo.modelio.load import load
+from pyelmo.modelio.resolve import load
 from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5, save_bilm_hdf5, save_pretrained
 
 SENTENCES = [["The", "bank", "closed", "."], ["River", "bank"]]

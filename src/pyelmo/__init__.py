@@ -3,7 +3,7 @@
 Light to import: submodules load on first use.
 
 >>> import pyelmo
->>> embedder = pyelmo.ElmoEmbedder()          # the shipped English model
+>>> embedder = pyelmo.ElmoEmbedder()          # the shipped English model ("chinese": the Chinese one)
 >>> vectors = embedder.embed_sentence(["I", "deposited", "money", "in", "the", "bank", "."])
 """
 
@@ -22,7 +22,9 @@ _EXPORTS = {
     "ScalarMix": "pyelmo.modeling.mix",
     "Elmo": "pyelmo.embedding.elmo",
     "ElmoEmbedder": "pyelmo.embedding.embedder",
-    "load": "pyelmo.modelio.load",
+    "load": "pyelmo.modelio.resolve",
+    "resolve_model": "pyelmo.modelio.resolve",
+    "ResolvedModel": "pyelmo.modelio.resolve",
     "load_bilm_hdf5": "pyelmo.modelio.weights",
     "save_bilm_hdf5": "pyelmo.modelio.weights",
     "from_pretrained": "pyelmo.modelio.weights",
@@ -40,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyelmo.errors import PyelmoError
     from pyelmo.embedding.elmo import Elmo
     from pyelmo.modeling.mix import ScalarMix
-    from pyelmo.modelio.load import load
+    from pyelmo.modelio.resolve import ResolvedModel, load, resolve_model
     from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5, save_bilm_hdf5, save_pretrained
 
 

@@ -14,12 +14,13 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
     if not released:
         group.add_argument("--model", metavar="DIR",
                            help="a model with its softmax: a folder 'pyelmo train' wrote (RUN or RUN/model), one "
-                                "'pyelmo export' wrote, or english (the shipped model). The released models "
-                                "(original, ...) have none")
+                                "'pyelmo export' wrote, or a shipped model (english; chinese, the default with "
+                                "--lang zh). The released models (original, ...) have none")
         return
     group.add_argument("--model", metavar="NAME|DIR|URL",
-                       help="a released model by name (english, small, medium, original, original-5.5b, pubmed; "
-                            "see 'pyelmo models'; downloaded once into the cache), a model folder ('pyelmo train', "
+                       help="a model by name: shipped (english; chinese, the default with --lang zh) or released "
+                            "(small, medium, original, original-5.5b, pubmed; downloaded once into the cache; see "
+                            "'pyelmo models'), a model folder ('pyelmo train', "
                             "'export' or 'convert' output, or DIR/models/NAME after 'pyelmo download NAME --dir "
                             "DIR'), or a URL or .zip/.tar.gz archive holding options.json + model.hdf5")
     group.add_argument("--options-file", metavar="JSON", help="released-format options file (with --weight-file)")
@@ -75,8 +76,9 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
 LANG_HELP = ("the language of the raw text, which chooses how it is split into words: auto (default: from the "
              "script of each text: kana -> ja, Chinese characters -> zh, Thai letters -> th, else en), en "
              "(Moses-style, on spaces and punctuation), zh (jieba), ja (SudachiPy, short units), th (PyThaiNLP); "
-             "zh, ja and th need their extra, e.g. pip install 'pyelmo[zh]'. When the model's language is "
-             "known (the shipped and released models are English) and the text's differs, a warning says so once")
+             "zh, ja and th need their extra, e.g. pip install 'pyelmo[zh]'. Without --model, --lang zh uses the "
+             "shipped Chinese model. When the model's language is known and the text's differs, a warning says so "
+             "once, naming the shipped model of the text's language")
 
 
 def add_lang_argument(parser: argparse.ArgumentParser, default: str | None = "auto", prefix: str = "",
@@ -110,7 +112,8 @@ def positionals_anywhere(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 
 def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """(model, weight_file) arguments for ``pyelmo.modelio.load.load`` from parsed flags."""
+    """(model, weight_file) arguments for ``pyelmo.modelio.resolve.resolve_model`` from parsed flags: without a
+    model, the shipped model of ``--lang`` (``chinese`` for zh; None, the shipped English model, without --lang)."""
     options_file, weight_file = getattr(args, "options_file", None), getattr(args, "weight_file", None)
     if args.model and (options_file or weight_file):
         raise InputError("give either --model or --options-file/--weight-file, not both")
@@ -118,7 +121,15 @@ def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:
         raise InputError("--options-file and --weight-file go together")
     if options_file:
         return options_file, weight_file
-    return args.model, None
+    return chosen_model(args), None
+
+
+def chosen_model(args: argparse.Namespace) -> str | None:
+    """--model, else the shipped model of the command's --lang when it has one (:func:`default_model`)."""
+    from pyelmo.modelio.hub import default_model
+
+    lang = getattr(args, "lang", None)
+    return args.model if args.model is not None else default_model(lang) if lang else None
 
 
 def load_embedder(args: argparse.Namespace, **kwargs):

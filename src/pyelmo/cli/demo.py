@@ -19,7 +19,8 @@ The PNG shows the top-layer similarity heatmap of "bank" in 16 contexts ordered 
 their PCA projection, and per word a bar chart of same- vs different-sense similarity.
 
 --lang zh: the same in Chinese, for 苹果 (fruit vs company) and 运动 (sport vs movement),
-segmented by jieba (pip install 'pyelmo[zh]'); give it a Chinese model with --model. Without
+segmented by jieba (pip install 'pyelmo[zh]'), on the shipped Chinese model unless --model names
+another. Without
 an installed font with Chinese characters, the figure names the words in pinyin and numbers
 the sentences."""
 
@@ -33,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "it); an earlier demo figure there is replaced, any other file only with --overwrite")
     demo.add_argument("--overwrite", action="store_true", help="replace --out even if the demo did not write it")
     demo.add_argument("--lang", choices=("en", "zh"), default="en",
-                      help="the demo's language: en (bank, apple, play; default) or zh (苹果, 运动)")
+                      help="the demo's language: en (bank, apple, play; default) or zh (苹果, 运动; without --model, "
+                           "on the shipped Chinese model)")
     demo.set_defaults(func=run_demo)
 
     sim = sub.add_parser("similarity", help="cosine similarity of a word across two sentences, per layer",

@@ -69,7 +69,8 @@ def run_command(args: argparse.Namespace) -> int:
     from pyelmo.evaluation.common import default_cache_dir
     from pyelmo.evaluation.run import ALL_TASKS, EvalOptions, model_directory, run_evaluation
     from pyelmo.evaluation.static import Word2VecOptions
-    from pyelmo.modelio.load import load
+    from pyelmo.modelio.resolve import resolve_model
+    from pyelmo.modeling.bilm import BiLM
 
     for name in ("batch_size", "word2vec_dim", "word2vec_epochs", "word2vec_min_count", "neighbours",
                  "pos_max_iter"):
@@ -87,11 +88,12 @@ def run_command(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     model_arg, weight_file = model_source(args)
     check_precision(args)
-    model = load(model_arg, weight_file)
+    source = resolve_model(model_arg, weight_file)
+    model = BiLM.from_pretrained(source)
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     options = EvalOptions(
         out_dir=out,
-        model_dir=model_directory(model_arg, weight_file),
+        model_dir=model_directory(source),
         word2vec=Path(args.word2vec) if args.word2vec else None,
         corpus=Path(args.corpus) if args.corpus else None,
         use_word2vec=not args.no_word2vec,
@@ -110,7 +112,7 @@ def run_command(args: argparse.Namespace) -> int:
         pos_max_iter=args.pos_max_iter,
         wsd_max_lemmas=args.wsd_max_lemmas or None,
         neighbours_k=args.neighbours,
-        model_source=str(model_arg or "shipped English model") + (f" + {weight_file}" if weight_file else ""),
+        model_source=source.describe() + (f" + {weight_file}" if weight_file else ""),
         precision=args.precision, int8_min_weight=args.int8_min_weight,
     )
     tasks = ALL_TASKS if args.task == "all" else (args.task,)

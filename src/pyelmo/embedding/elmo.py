@@ -17,7 +17,7 @@ from torch import nn
 
 from pyelmo.errors import InputError
 from pyelmo.modelio.allennlp import checked_state_dict
-from pyelmo.modelio.load import load
+from pyelmo.modelio.resolve import load
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import token_to_ids
 from pyelmo.modeling.mix import ScalarMix
@@ -31,8 +31,8 @@ class Elmo(nn.Module):
     ``allennlp.modules.elmo.Elmo`` (positional or keyword) means the same here:
 
     - ``Elmo(options_file, weight_file, n)``: the released format (options JSON + bilm-tf HDF5);
-    - ``Elmo(NAME_OR_DIR, None, n)``: a released model by name (``"english"`` is the shipped
-      model, ``"original"``, ...), a URL, or a model directory (anything ``pyelmo.load`` takes);
+    - ``Elmo(NAME_OR_DIR, None, n)``: a model by name (``"english"`` and ``"chinese"`` are shipped,
+      ``"original"``, ... released), a URL, or a model directory (anything ``pyelmo.load`` takes);
     - ``Elmo(None, None, n, module=bilm)``: an already-built :class:`pyelmo.BiLM` (AllenNLP's
       ``module=``; a BiLM as the first argument works too).
 

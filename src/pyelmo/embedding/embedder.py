@@ -23,11 +23,22 @@ class LanguageWarning(UserWarning):
     """Text of another language than the one the model was trained on."""
 
 
+def _language_fix(language: str, name: str) -> str:
+    """What to use for text of ``language`` (called ``name``): its shipped model when this installation has it."""
+    from pyelmo.modelio.hub import SHIPPED, shipped_for
+
+    shipped = shipped_for(language)
+    if shipped is None or not SHIPPED[shipped].present:
+        return f"load a model trained on {name} text"
+    return f"use the shipped {name} model: --model {shipped}, or ElmoEmbedder({shipped!r})"
+
+
 class ElmoEmbedder:
     """Per-token ELMo vectors from a biLM.
 
-    ``ElmoEmbedder()`` uses the shipped English model; ``ElmoEmbedder(DIR)`` a native model;
-    ``ElmoEmbedder(OPTIONS, WEIGHTS)`` the released format; or pass a ``BiLM``. Stateless
+    ``ElmoEmbedder()`` uses the shipped English model, ``ElmoEmbedder("chinese")`` the shipped Chinese one;
+    ``ElmoEmbedder(DIR)`` a native model; ``ElmoEmbedder(OPTIONS, WEIGHTS)`` the released format; anything
+    :func:`pyelmo.modelio.resolve.resolve_model` takes (or its record); or pass a ``BiLM``. Stateless
     unless ``stateful=True`` (then each batch row continues from the states the same row
     reached in the previous batch, as the original implementations do).
 
@@ -51,8 +62,9 @@ class ElmoEmbedder:
     :meth:`tokenize`) is split by ``pyelmo.text.tokenize`` in the language ``lang``: ``auto``
     (default: from the script of the text), ``en``, or ``zh``/``ja``/``th`` (word segmentation
     by jieba, SudachiPy or PyThaiNLP: the extras ``pyelmo[zh]``, ``pyelmo[ja]``, ``pyelmo[th]``).
-    When the model's language is known (``language``: the shipped and released models are
-    English) and the text's is another, a :class:`LanguageWarning` is issued once per language;
+    When the model's language is known (``language``: the released models and ``english`` are
+    English, ``chinese`` Chinese) and the text's is another, a :class:`LanguageWarning` is issued once
+    per language, naming the shipped model of the text's language when there is one;
     for a model of Chinese, Japanese or Thai text, text without that script's letters (taken
     from the script: ``lang="auto"``) warns too, once.
 
@@ -66,7 +78,7 @@ class ElmoEmbedder:
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False, autotune: bool = False,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
                  int8_min_weight: int | None = None) -> None:
-        from pyelmo.modelio.load import load, model_language
+        from pyelmo.modelio.resolve import resolve_model
 
         if batch_size < 1:
             raise InputError(f"batch size must be at least 1, got {batch_size}")
@@ -80,9 +92,10 @@ class ElmoEmbedder:
         self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
                                             autotune=autotune, kernels=kernels, device=self.device,
                                             precision=precision, int8_min_weight=int8_min_weight)
-        self.model = model if isinstance(model, BiLM) else load(model, weight_file)
+        source = None if isinstance(model, BiLM) else resolve_model(model, weight_file)
+        self.model = model if source is None else BiLM.from_pretrained(source)
         #: The language of the model's training text ("en"), or None when not known.
-        self.language = None if isinstance(model, BiLM) else model_language(model, weight_file)
+        self.language = None if source is None else source.language
         self._warned_languages: set[str] = set()
         try:
             self.model.to(self.device).eval()
@@ -145,7 +158,7 @@ class ElmoEmbedder:
             self._warned_languages.add(language or "")
             model, ours = (LANGUAGE_NAMES.get(x, repr(x)) for x in (self.language, language))
             what = f"is {ours}" if language else f"has no {model} characters"
-            fix = f"load a model trained on {ours} text" if language else f"give it {model} text"
+            fix = _language_fix(language, ours) if language else f"give it {model} text"
             warnings.warn(f"the model was trained on {model} text and this text {what}: expect vectors of little "
                           f"use ({fix})", LanguageWarning, stacklevel=2)
         return tokenize(text, language or "en")

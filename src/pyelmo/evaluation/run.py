@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,13 +107,7 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
     return results
 
 
-def model_directory(model: str | os.PathLike | None, weight_file: str | os.PathLike | None) -> Path:
-    """The folder the word2vec baseline is kept in: the model folder, the weight file's
-    folder for released-format models, or the shipped model's folder."""
-    from pyelmo.modelio.hub import DEFAULT_MODEL_DIR
-
-    if weight_file is not None:
-        return Path(weight_file).resolve().parent
-    if model is not None:
-        return Path(model)
-    return DEFAULT_MODEL_DIR
+def model_directory(source) -> Path:
+    """The folder the word2vec baseline is kept in: a resolved model's folder (a shipped one's, a model
+    folder), else the folder of its weight file (released-format files, in the cache when downloaded)."""
+    return source.folder if source.folder is not None else Path(source.files.weights).resolve().parent

@@ -1,7 +1,7 @@
 """The biLM as a language model: the biLM plus one softmax shared by both directions.
 
 One home for what predict, perplexity, export and training share: the model
-(:class:`LanguageModel`), its loader (:func:`load_language_model`, one read of a model
+(:class:`LanguageModel`), its loader (:meth:`LanguageModel.from_pretrained`, one read of a model
 folder), its perplexity (:func:`evaluate`, :func:`perplexity`) and the export to the
 released bilm-tf layout (:func:`export_bilm_hdf5`).
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import torch
@@ -29,6 +29,10 @@ from pyelmo.fileio import PathLike
 from pyelmo.lm.text import TokenizedText, eval_batches
 from pyelmo.runtime.options import RunOptions
 from pyelmo.lm.vocab import Vocabulary
+from pyelmo.modelio.archives import SOFTMAX_NAME
+
+if TYPE_CHECKING:
+    from pyelmo.modelio.resolve import ResolvedModel
 
 
 class LogUniformSampler:
@@ -88,10 +92,18 @@ class LanguageModel(nn.Module):
         self.softmax_bias = nn.Parameter(torch.zeros(vocab_size))
         self.top_dropout = nn.Dropout(dropout)
         self.sampler = LogUniformSampler(vocab_size)
+        self.vocab: Vocabulary | None = None  # set by from_pretrained
         if bilm is None:
             with torch.no_grad():  # bilm-tf initialises the highway transform-gate bias to -2
                 for highway in self.bilm.token_encoder.highways:
                     highway.carry.bias.fill_(-2.0)
+
+    @classmethod
+    def from_pretrained(cls, model: ResolvedModel | PathLike | None = None, dropout: float = 0.0,
+                        bilm: BiLM | None = None) -> "LanguageModel":
+        """A trained biLM with its softmax and vocabulary (``.vocab``): a shipped model (default
+        ``english``), a folder ``pyelmo train`` or ``pyelmo export`` wrote (see :func:`_from_pretrained`)."""
+        return _from_pretrained(cls, model, dropout, bilm)
 
     @property
     def vocab_size(self) -> int:
@@ -151,79 +163,67 @@ def full_softmax_nll(h: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bia
 
 
 # -- loading and export ---------------------------------------------------------------------
-SOFTMAX_HDF5 = "softmax.hdf5"
-
-
-def language_model_dir(model: PathLike | None = None) -> Path:
-    """The folder of a biLM with its softmax: ``None`` or ``"english"`` (the shipped model), a folder
-    ``pyelmo train`` wrote (the run folder or its ``model/``) or one ``pyelmo export`` wrote. Anything
-    else is refused in one line naming what works."""
-    from pyelmo.modelio import hub
-    from pyelmo.errors import WeightFileError
-    from pyelmo.modelio.hub import default_model_dir
-    from pyelmo.modelio.load import run_model_dir
-    from pyelmo.modelio.weights import CONFIG_NAME
-
-    if model is None or str(model) == "english":
-        return default_model_dir()
-    path = Path(model)
-    if not path.exists():
-        if str(model) in hub.RELEASES or hub.is_url(str(model)):
-            raise no_softmax(f"the {'released' if str(model) in hub.RELEASES else 'downloaded'} model {str(model)!r}")
-        raise WeightFileError(f"model directory not found: {path}")
-    if path.is_file():
-        raise no_softmax(f"{path} (a file)")
-    path = run_model_dir(path)
-    if (path / CONFIG_NAME).is_file() or (path / SOFTMAX_HDF5).is_file():
-        return path
-    raise no_softmax(str(path))
-
-
 def no_softmax(what: str) -> Exception:
     """The error for a model without an LM head, naming the folders and the flag that work."""
     from pyelmo.errors import WeightFileError
 
     return WeightFileError(f"{what} has no softmax and vocabulary (a biLM alone cannot predict words or score "
                            "text): use a folder 'pyelmo train' wrote (RUN or RUN/model), one 'pyelmo export' "
-                           "wrote, or the shipped English model (no --model)")
+                           "wrote, or a shipped model (english, chinese)")
 
 
-def load_language_model(model: PathLike | None = None, dropout: float = 0.0) -> tuple[LanguageModel, Vocabulary]:
-    """A biLM with its softmax and vocabulary, read once, from what :func:`language_model_dir` accepts: the
-    native layout (``save_pretrained`` + ``softmax.weight``/``softmax.bias`` + ``vocab.txt``) or the
-    exported one (``options.json``, ``weights.hdf5``, ``softmax.hdf5``, ``vocab.txt``)."""
+def _from_pretrained(cls, model: ResolvedModel | PathLike | None = None, dropout: float = 0.0,
+                     bilm: BiLM | None = None) -> "LanguageModel":
+    """A biLM with its softmax and its vocabulary (``.vocab``), read once: anything
+    :func:`pyelmo.modelio.resolve.resolve_model` takes that has an LM head (a shipped model, a folder
+    ``pyelmo train`` or ``pyelmo export`` wrote). ``bilm``: the biLM already loaded from the same model
+    (then only the softmax and vocabulary are read: ``pyelmo serve`` holds one biLM)."""
     from pyelmo.errors import WeightFileError
-    from pyelmo.modelio.weights import (CONFIG_NAME, config_from_options, load_bilm_hdf5, load_native_state,
-                                        load_native_tensors, read_native_config)
+    from pyelmo.modelio.resolve import resolve_model
 
-    model_dir = language_model_dir(model)
-    lexicon_bilm = None
-    if (model_dir / SOFTMAX_HDF5).is_file():
-        bilm = load_bilm_hdf5(model_dir / "options.json", model_dir / "weights.hdf5")
-        config, tensors = bilm.config, bilm.state_dict()
-        w, b = _read_softmax_hdf5(model_dir / SOFTMAX_HDF5)
+    source = resolve_model(model)
+    if not source.has_softmax:
+        raise no_softmax({"released": f"the released model {source.name!r}", "url": f"the downloaded model "
+                          f"{source.name!r}"}.get(source.kind, source.name if source.folder is None else str(source.folder)))
+    folder = source.folder
+    if source.format == "bilm-tf":  # exported: options.json, weights.hdf5, softmax.hdf5
+        bilm = bilm or source.load_bilm()
+        w, b = _read_softmax_hdf5(folder / SOFTMAX_NAME)
     else:
-        from pyelmo.modelio import elmoformanylangs
-
-        native = read_native_config(model_dir)
-        config = config_from_options(native["options"], model_dir / CONFIG_NAME)
-        tensors = load_native_tensors(model_dir)
-        if "softmax.weight" not in tensors or "softmax.bias" not in tensors:
-            raise no_softmax(str(model_dir))
-        w, b = tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
-        if elmoformanylangs.is_converted(native):  # continued from an ELMoForManyLangs model: their token encoder
-            lexicon_bilm = elmoformanylangs.load_converted(model_dir, dropout, native, tensors)
-    vocab = Vocabulary.load(model_dir / "vocab.txt")
+        bilm, w, b = _native_head(source, folder, dropout, bilm)
+    vocab = Vocabulary.load(folder / "vocab.txt")
+    config = bilm.config
     if w.shape != (len(vocab), config.projection_dim) or b.shape != (len(vocab),):
-        raise WeightFileError(f"{model_dir}: softmax shape {tuple(w.shape)} does not match vocabulary "
+        raise WeightFileError(f"{folder}: softmax shape {tuple(w.shape)} does not match vocabulary "
                               f"({len(vocab)}) and projection ({config.projection_dim})")
-    lm = LanguageModel(config, len(vocab), dropout=dropout, bilm=lexicon_bilm)
-    if lexicon_bilm is None:  # (load_converted loaded and checked its weights)
-        load_native_state(lm.bilm, tensors, model_dir)
+    lm = cls(config, len(vocab), dropout=dropout, bilm=bilm)
     with torch.no_grad():
         lm.softmax_weight.copy_(w)
         lm.softmax_bias.copy_(b)
-    return lm.eval(), vocab
+    lm.vocab = vocab
+    return lm.eval()
+
+
+def _native_head(source: ResolvedModel, folder: Path, dropout: float,
+                 bilm: BiLM | None) -> tuple[BiLM, torch.Tensor, torch.Tensor]:
+    """A native folder's biLM (``bilm`` when given, else read with ``dropout``) and its softmax."""
+    from safetensors import safe_open
+
+    from pyelmo.modelio import elmoformanylangs
+    from pyelmo.modelio.weights import (CONFIG_NAME, WEIGHTS_NAME, config_from_options, load_native_state,
+                                        load_native_tensors, read_native_config)
+
+    if bilm is not None:  # the softmax alone
+        with safe_open(str(folder / WEIGHTS_NAME), framework="pt") as f:
+            return bilm, f.get_tensor("softmax.weight").float(), f.get_tensor("softmax.bias").float()
+    native = read_native_config(folder)
+    tensors = load_native_tensors(folder)
+    if source.format == "elmoformanylangs":  # continued from an ELMoForManyLangs model: their token encoder
+        bilm = elmoformanylangs.load_converted(folder, dropout, native, tensors)
+    else:
+        bilm = BiLM(config_from_options(native["options"], folder / CONFIG_NAME), dropout=dropout)
+        load_native_state(bilm, tensors, folder)
+    return bilm, tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
 
 
 def _read_softmax_hdf5(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
@@ -245,7 +245,7 @@ EXPORT_OUTPUTS = ("options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt")
 
 def export_bilm_hdf5(model: PathLike | None, outdir: PathLike, overwrite: bool = False) -> Path:
     """Write ``options.json``, ``weights.hdf5``, ``softmax.hdf5`` and ``vocab.txt`` into ``outdir``
-    (the released bilm-tf layout; each file atomically). ``model``: see :func:`language_model_dir`.
+    (the released bilm-tf layout; each file atomically). ``model``: see :meth:`LanguageModel.from_pretrained`.
 
     Refuses (``InputError``) an ``outdir`` that is a file or already holds one of them, unless ``overwrite``.
     """
@@ -261,13 +261,14 @@ def export_bilm_hdf5(model: PathLike | None, outdir: PathLike, overwrite: bool =
     existing = [name for name in EXPORT_OUTPUTS if (outdir / name).exists()]
     if existing and not overwrite:
         raise InputError(f"{outdir} already holds {', '.join(existing)} (use --overwrite to replace)")
-    lm, vocab = load_language_model(model)
+    lm = LanguageModel.from_pretrained(model)
+    vocab = lm.vocab
     if hasattr(lm.bilm, "save_lexicons"):
         raise InputError(f"{model} is an ELMoForManyLangs model (continued): its token encoder (their character "
                          "lexicon and a word embedding) has no place in the bilm-tf layout; use the folder itself")
     outdir.mkdir(parents=True, exist_ok=True)
     save_bilm_hdf5(lm.bilm, outdir / "options.json", outdir / "weights.hdf5")
-    with atomic_writer(outdir / SOFTMAX_HDF5) as tmp, h5py.File(tmp, "w") as f:
+    with atomic_writer(outdir / SOFTMAX_NAME) as tmp, h5py.File(tmp, "w") as f:
         f.create_dataset("softmax/W", data=lm.softmax_weight.detach().numpy().astype(np.float32))
         f.create_dataset("softmax/b", data=lm.softmax_bias.detach().numpy().astype(np.float32))
     vocab.save(outdir / "vocab.txt")
@@ -311,16 +312,14 @@ def evaluate(model: LanguageModel, text: TokenizedText, batch_tokens: int = 8192
     return Perplexity(math.exp(f / n), math.exp(b / n), math.exp((f + b) / (2 * n)), int(n))
 
 
-def perplexity(model: PathLike | None, files: Sequence[PathLike], batch_tokens: int = 8192,
+def perplexity(model: ResolvedModel | PathLike | None, files: Sequence[PathLike], batch_tokens: int = 8192,
                max_length: int | None = None) -> Perplexity:
-    """Full-softmax perplexity of a trained model (see :func:`language_model_dir`) on text files (one
+    """Full-softmax perplexity of a trained model (see :meth:`LanguageModel.from_pretrained`) on text files (one
     sentence per line); ``max_length``: the model's training setting (100 for an exported model)."""
-    from pyelmo.modelio.weights import CONFIG_NAME, read_native_config
+    from pyelmo.modelio.resolve import resolve_model
 
-    lm, vocab = load_language_model(model)
-    if max_length is None:
-        model_dir = language_model_dir(model)
-        training = read_native_config(model_dir).get("training", {}) if (model_dir / CONFIG_NAME).is_file() else {}
-        max_length = int(training.get("max_length", 100))
-    text = TokenizedText(files, vocab, max_length, lm.bilm.config.char_cnn.max_characters_per_token)
+    source = resolve_model(model)
+    lm = LanguageModel.from_pretrained(source)
+    text = TokenizedText(files, lm.vocab, max_length or source.max_length,
+                         lm.bilm.config.char_cnn.max_characters_per_token)
     return evaluate(lm, text, batch_tokens)

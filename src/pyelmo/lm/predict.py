@@ -13,7 +13,6 @@ two directions' distributions at the blank, renormalised (no rescoring).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -21,7 +20,7 @@ import torch
 
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.errors import InputError
-from pyelmo.lm.model import LanguageModel, full_softmax_nll, load_language_model
+from pyelmo.lm.model import LanguageModel, full_softmax_nll
 from pyelmo.runtime.options import RunOptions
 from pyelmo.lm.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 
@@ -57,25 +56,25 @@ class WordPredictor:
 
     ``candidates``: words of each ranking rescored by the whole sentence's probability (module
     docstring); 0 combines the two directions at the blank alone. ``batch_size``: candidate
-    sentences per biLM call.
+    sentences per biLM call. ``options``: how the biLM runs (default ``RunOptions.inference()``, exact
+    float32; ``pyelmo serve`` passes its embedder's, so both run one biLM at the server's precision).
     """
 
     def __init__(self, lm: LanguageModel, vocab: Vocabulary, candidates: int = CANDIDATES,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, options: RunOptions | None = None) -> None:
         self.bilm = lm.bilm.eval()
         self.weight, self.bias = lm.softmax_weight.detach(), lm.softmax_bias.detach()
         self.vocab = vocab
         self.candidates, self.batch_size = candidates, batch_size
-        self.options = RunOptions.inference()
+        self.options = options or RunOptions.inference()
 
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike | None = None,
-                        candidates: int | None = None) -> "WordPredictor":
-        """Load a model with its softmax and vocabulary: a folder ``pyelmo train`` or ``pyelmo export``
-        wrote (:func:`pyelmo.lm.model.language_model_dir`); default: shipped. ``candidates``: see the
-        class (default :data:`CANDIDATES`)."""
-        lm, vocab = load_language_model(directory)
-        return cls(lm, vocab, CANDIDATES if candidates is None else candidates)
+    def from_pretrained(cls, model=None, candidates: int | None = None) -> "WordPredictor":
+        """Load a model with its softmax and vocabulary (:meth:`LanguageModel.from_pretrained`: a shipped
+        model, default ``english``, or a folder ``pyelmo train`` or ``pyelmo export`` wrote).
+        ``candidates``: see the class (default :data:`CANDIDATES`)."""
+        lm = LanguageModel.from_pretrained(model)
+        return cls(lm, lm.vocab, CANDIDATES if candidates is None else candidates)
 
     @torch.inference_mode()
     def log_probs(self, tokens: Sequence[str], position: int) -> tuple[torch.Tensor, torch.Tensor]:

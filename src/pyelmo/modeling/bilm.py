@@ -120,6 +120,13 @@ class BiLM(nn.Module):
         # drop <S> (first position) and </S> (position length + 1 of each row)
         return BiLMOutput(stacked[:, :, 1:-1] * mask[None, :, :, None], mask, final_state)
 
+    @classmethod
+    def from_pretrained(cls, model) -> "BiLM":
+        """A trained biLM in evaluation mode from a resolved model (``pyelmo.resolve_model("english")``,
+        ``"chinese"``, a released name, a folder, ...: :mod:`pyelmo.modelio.resolve`, which reads the files;
+        ``pyelmo.load(...)`` resolves and loads in one call)."""
+        return model.load_bilm()
+
     def with_dropout(self, dropout: float) -> "BiLM":
         """A copy of this biLM (its weights) that trains with ``dropout``."""
         copy = type(self)(self.config, dropout=dropout)

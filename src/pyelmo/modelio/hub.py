@@ -1,4 +1,4 @@
-"""Models by name (the shipped ``english`` one and the released ones), and the model cache.
+"""Models by name (the shipped ones, ``english`` and ``chinese``, and the released ones), and the model cache.
 
 ``resolve("original")`` returns the local options and weight files of a released model,
 downloading them on first use (:mod:`pyelmo.modelio.downloads`: resumable, locked, checked
@@ -31,17 +31,52 @@ from pyelmo.modelio.downloads import Ledger, check_offline, fetch
 #: Where AllenNLP published the released ELMo models (allennlp.org/elmo and AllenNLP's code).
 ALLENNLP_BASE = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
-#: Where the package ships its default English model (package data; the name ``english``).
-DEFAULT_MODEL_DIR = Path(__file__).parents[1] / "pretrained" / "english"
+#: Where the package ships its own models (package data), one folder per name.
+PRETRAINED_DIR = Path(__file__).parents[1] / "pretrained"
 
 
-def default_model_dir() -> Path:
-    """The shipped model's directory; a clear error if this installation lacks it."""
-    if not (DEFAULT_MODEL_DIR / "model.safetensors").exists():
-        raise WeightFileError(
-            "this installation has no shipped model; pass --model DIR or --options-file/--weight-file"
-        )
-    return DEFAULT_MODEL_DIR
+@dataclass(frozen=True)
+class Shipped:
+    """A model inside the package: its folder (``config.json``, ``model.safetensors``, ``vocab.txt``,
+    ``MODEL_CARD.md``) and the language of its training text."""
+
+    name: str
+    folder: Path
+    language: str
+    description: str
+
+    @property
+    def present(self) -> bool:
+        return (self.folder / "model.safetensors").is_file()
+
+
+#: The shipped models by name; ``--lang`` picks one by its language (:func:`default_model`). A new one:
+#: its folder under ``pretrained/`` and one line here.
+SHIPPED: dict[str, Shipped] = {s.name: s for s in [
+    Shipped("english", PRETRAINED_DIR / "english", "en", "pyelmo: trained by this project, in the package (the default)"),
+    Shipped("chinese", PRETRAINED_DIR / "chinese", "zh", "pyelmo: trained by this project on Chinese text (--lang zh)"),
+]}
+
+
+def default_model(lang: str | None = None) -> str:
+    """The shipped model for text of language ``lang``: ``chinese`` for ``zh``; ``english`` otherwise (``en``,
+    ``auto``, None, and languages without a shipped model)."""
+    return shipped_for(lang) or "english"
+
+
+def shipped_for(lang: str | None) -> str | None:
+    """The name of the shipped model of language ``lang``, or None."""
+    return next((s.name for s in SHIPPED.values() if s.language == lang), None)
+
+
+def shipped_folder(name: str = "english") -> Path:
+    """A shipped model's folder; one clear line if this installation lacks it."""
+    shipped = SHIPPED[name]
+    if not shipped.present:
+        raise WeightFileError(f"the shipped model {name!r} is not in this installation ({shipped.folder} has no "
+                              "model.safetensors): name another model with --model (a folder 'pyelmo train' or "
+                              "'pyelmo convert' wrote, or a released one) or --options-file/--weight-file")
+    return shipped.folder
 
 
 @dataclass(frozen=True)
@@ -160,7 +195,7 @@ def resolve(source: str, root: PathLike | None = None, progress: bool = True) ->
     if is_archive(source) and Path(source).is_file():
         return unpack_archive(Path(source), models_dir(root) / _local_archive_folder(Path(source)))
     raise WeightFileError(f"unknown model {source!r}: not a directory, a URL, an archive, or one of "
-                          f"{', '.join(['english', *RELEASES])}")
+                          f"{', '.join([*SHIPPED, *RELEASES])}")
 
 
 def fetch_release(release: Release, root: PathLike | None = None, progress: bool = True) -> ModelFiles:
@@ -216,11 +251,11 @@ def download(source: str, directory: PathLike | None = None, progress: bool = Tr
 
 
 def listing(root: PathLike | None = None) -> list[dict]:
-    """One row per registered model: name, approximate size, dims, source, cached."""
-    weights = DEFAULT_MODEL_DIR / "model.safetensors"
-    size = f"{weights.stat().st_size / 1e6:.0f} MB" if weights.exists() else "-"
-    rows = [{"name": "english", "size": size, "dims": _dims(_shipped_config()),
-             "source": "pyelmo: trained by this project, in the package (the default)", "cached": "yes"}]
+    """One row per model: the shipped ones present in this installation, then the released ones (name,
+    approximate size, dims, source, cached)."""
+    rows = [{"name": s.name, "size": f"{(s.folder / 'model.safetensors').stat().st_size / 1e6:.0f} MB",
+             "dims": _dims(_shipped_config(s.folder)), "source": s.description, "cached": "yes"}
+            for s in SHIPPED.values() if s.present]
     for release in RELEASES.values():
         rows.append({"name": release.name, "size": f"~{release.approx_bytes / 1e6:.0f} MB",
                      "dims": _dims(release.config), "source": f"{release.source}: {release.description}",
@@ -234,14 +269,14 @@ def _dims(config: ElmoConfig | None) -> str:
     return f"{config.num_layers} x {config.output_dim}"
 
 
-def _shipped_config() -> ElmoConfig | None:
+def _shipped_config(folder: Path) -> ElmoConfig | None:
     from pyelmo.modelio.weights import read_native_config
 
     try:
-        return ElmoConfig.from_options(read_native_config(DEFAULT_MODEL_DIR)["options"])
+        return ElmoConfig.from_options(read_native_config(folder)["options"])
     except PyelmoError:
         return None
 
 
-__all__ = ["Release", "RELEASES", "register", "resolve", "download", "listing", "cache_root", "DEFAULT_MODEL_DIR",
-           "default_model_dir"]
+__all__ = ["Release", "RELEASES", "Shipped", "SHIPPED", "default_model", "shipped_folder", "register", "resolve",
+           "download", "listing", "cache_root"]

@@ -39,24 +39,26 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
                   max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, limits: Limits | None = None,
                   cache_dir: str | os.PathLike | None = None, lang: str = "auto",
                   precision: str | None = None, int8_min_weight: int | None = None) -> Service:
-    """Load the model (default: the shipped one), its LM head when it has one, and the corpus vectors.
-    ``lang``: the language raw-text sentences are tokenized as (``auto``: from their script); ``precision``
-    and ``int8_min_weight``: the embedder's (``ElmoEmbedder``; default exact float32)."""
+    """Load the model (default: the shipped model of ``lang``, :func:`pyelmo.modelio.hub.default_model`), its
+    LM head when it has one, and the corpus vectors. One biLM serves both: the LM head runs on the
+    embedder's model with its run options (``precision``, ``int8_min_weight``; default exact float32).
+    ``lang``: the language raw-text sentences are tokenized as (``auto``: from their script)."""
     from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.modelio.hub import default_model
+    from pyelmo.modelio.resolve import resolve_model
     from pyelmo.text.tokenize import check_lang
 
     check_lang(lang)
-    embedder = ElmoEmbedder(model, weight_file, precision=precision, int8_min_weight=int8_min_weight)
+    source = resolve_model(default_model(lang) if model is None and weight_file is None else model, weight_file)
+    embedder = ElmoEmbedder(source, precision=precision, int8_min_weight=int8_min_weight)
     fingerprint = embedder.fingerprint
-    predictor = None
-    if weight_file is None:
-        predictor = _load_predictor(model)
+    predictor = _load_predictor(source, embedder)
     corpus = SampleCorpus.load(embedder, embedder.options.plan.cache_key(fingerprint), cache_dir)  # each precision apart
     config = embedder.model.config
     info = {
         "id": fingerprint[:12],
         "fingerprint": fingerprint,
-        "source": "shipped English model" if model is None else str(model),
+        "source": source.describe(),
         "layers": config.lstm.n_layers + 1,
         "dim": 2 * config.lstm.projection_dim,
         "predict": predictor is not None,
@@ -67,13 +69,19 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
     return Service(embedder, batcher, corpus, info, predictor, limits or Limits(), lang)
 
 
-def _load_predictor(model):
-    """The model's LM head (softmax + vocabulary), or None when the directory has none."""
+def _load_predictor(source, embedder):
+    """The model's LM head (softmax + vocabulary) on the embedder's biLM and run options, or None when
+    the model has none. (Both run in the batcher's one thread.)"""
     from pyelmo.errors import PyelmoError
-    from pyelmo.lm.predict import WordPredictor
+    from pyelmo.lm.model import LanguageModel
+    from pyelmo.lm.predict import CANDIDATES, WordPredictor
 
+    if not source.has_softmax:
+        log.info("no LM predictions for this model: %s has no softmax and vocabulary", source.describe())
+        return None
     try:
-        return WordPredictor.from_pretrained(model)
+        lm = LanguageModel.from_pretrained(source, bilm=embedder.model)
     except (PyelmoError, OSError, KeyError, ValueError) as exc:
         log.info("no LM predictions for this model: %s", exc)
         return None
+    return WordPredictor(lm, lm.vocab, CANDIDATES, options=embedder.options)

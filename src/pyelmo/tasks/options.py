@@ -80,8 +80,8 @@ class BiLMSource:
     weight_file: str | None = None
 
     def absolute(self) -> "BiLMSource":
-        def resolve(p):
-            return None if p is None else str(Path(p).resolve())
+        def resolve(p):  # a local path made absolute; a name (english, chinese, original) or URL as it is
+            return None if p is None else str(Path(p).resolve()) if Path(p).exists() else p
         return BiLMSource(resolve(self.model), resolve(self.weight_file))
 
     def describe(self) -> str:
@@ -93,23 +93,17 @@ class BiLMSource:
         """The sentence length the biLM was trained with, as its native folder records it (else 100,
         as ``pyelmo perplexity`` assumes): the longest piece the sentence context gives it."""
         from pyelmo.errors import PyelmoError
-        from pyelmo.modelio.hub import default_model_dir
-        from pyelmo.modelio.weights import read_native_config
+        from pyelmo.modelio.resolve import resolve_model
 
-        if self.weight_file is None:
-            try:
-                config = read_native_config(self.model if self.model is not None else default_model_dir())
-                return int(config.get("training", {}).get("max_length", 100))
-            except (PyelmoError, OSError, TypeError, ValueError):
-                pass  # a released model, a hub name or an archive: no recorded length
-        return 100
+        try:
+            return resolve_model(self.model, self.weight_file).max_length
+        except PyelmoError:
+            return 100  # loading names the problem
 
     def load(self):
-        from pyelmo.modelio.load import load
+        from pyelmo.modelio.resolve import load
 
-        bilm = load(self.model, self.weight_file)
-        bilm.eval()
-        return bilm
+        return load(self.model, self.weight_file)
 
 
 def features_plan(precision: str | None, int8_min_weight: int | None = None):

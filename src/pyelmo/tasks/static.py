@@ -51,9 +51,9 @@ class StaticVectors:
 
 
 def shipped_dir() -> Path:
-    from pyelmo.modelio.hub import default_model_dir
+    from pyelmo.modelio.hub import shipped_folder
 
-    return default_model_dir()
+    return shipped_folder("english")
 
 
 def load_static(source: str | os.PathLike | None = None) -> StaticVectors:

@@ -19,8 +19,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from pyelmo.errors import WeightFileError
-from pyelmo.lm.model import LanguageModel, language_model_dir, load_language_model
+from pyelmo.lm.model import LanguageModel
+from pyelmo.modeling.bilm import BiLM
 from pyelmo.lm.text import TokenizedText
 from pyelmo.lm.vocab import DataError, Vocabulary, vocab_from_files
 from pyelmo.training.config import TrainConfig
@@ -52,81 +52,34 @@ class Start:
     built_softmax: bool = False  # the softmax is new: initialise it from the data (``init_softmax``)
 
 
-def _has_softmax(path: Path) -> bool:
-    """Whether a folder ``language_model_dir`` accepted holds a softmax (not just a biLM)."""
-    if (path / "softmax.hdf5").is_file():
-        return True
-    from safetensors import safe_open
-
-    from pyelmo.modelio.weights import WEIGHTS_NAME
-
-    try:
-        with safe_open(str(path / WEIGHTS_NAME), framework="pt") as f:
-            return "softmax.weight" in f.keys() and (path / "vocab.txt").is_file()
-    except Exception:  # an unreadable file: loading it names the problem
-        return True
-
-
-def _lm_folder(model: str | None) -> Path | None:
-    """The folder of ``model`` when it holds a softmax and vocabulary, else None."""
-    try:
-        path = language_model_dir(model)
-    except WeightFileError:
-        return None
-    return path if _has_softmax(path) else None
-
-
-def _format(model: str, weight_file: str | None, bilm: torch.nn.Module) -> str:
-    from pyelmo.modelio import hub
-
-    if weight_file:
-        return "bilm-tf"
-    if hasattr(bilm, "save_lexicons"):
-        return "elmoformanylangs"
-    if model in hub.RELEASES or hub.is_url(model) or hub.is_archive(model):
-        return "released"
-    return "bilm-tf" if not (Path(model) / "config.json").is_file() else "pyelmo"
-
-
-def _refuse_unconverted(model: str) -> None:
-    path = Path(model)
-    if path.is_file() and path.suffix.lower() == ".json":
-        raise WeightFileError(f"{path} is an options file: give its HDF5 weight file with --init-weight-file")
-    if path.is_dir() and (path / "char.dic").is_file() and (path / "encoder.pkl").is_file():
-        raise WeightFileError(f"{path} is an ELMoForManyLangs model folder: convert it first "
-                              f"('pyelmo convert elmoformanylangs {path} OUT'), then --init-from OUT")
-
-
 def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[], Vocabulary],
                given_vocab: Vocabulary | None, dropout: float, new_softmax: bool = False) -> Start:
     """The first model of a run continued from ``model`` (anything ``--model`` accepts; ``weight_file``:
     the HDF5 file of a bilm-tf options file ``model``). A new softmax is over ``run_vocab()`` (``vocab.path``
     or built from the training text); a source's own softmax comes with its vocabulary, which a
     ``given_vocab`` (``vocab.path``) must equal."""
-    from pyelmo.modelio.load import load, model_language
+    from pyelmo.modelio.resolve import REMOTE_KINDS, resolve_model
     from pyelmo.modelio.weights import model_fingerprint
 
-    name = "english" if model is None else str(model)
-    if not weight_file:
-        _refuse_unconverted(name)
-    folder = None if weight_file or new_softmax else _lm_folder(model)
-    if folder is not None:
-        lm, vocab = load_language_model(folder, dropout=dropout)
+    source = resolve_model(model, weight_file)
+    continued = source.has_softmax and not new_softmax
+    if continued:
+        lm = LanguageModel.from_pretrained(source, dropout=dropout)
+        vocab = lm.vocab
         if given_vocab is not None and given_vocab.words != vocab.words:
-            raise DataError(f"the vocabulary given differs from {name}'s ({folder / 'vocab.txt'}: one softmax row "
-                            "per word): drop --vocab to continue with it, or add --new-softmax to build a softmax "
-                            "over the new vocabulary")
+            raise DataError(f"the vocabulary given differs from {source.name}'s ({source.folder / 'vocab.txt'}: one "
+                            "softmax row per word): drop --vocab to continue with it, or add --new-softmax to build a "
+                            "softmax over the new vocabulary")
         bilm, softmax = lm.bilm, SOFTMAX_CONTINUED
     else:
-        source = load(model, weight_file)
-        bilm = source.with_dropout(dropout)
+        bilm = BiLM.from_pretrained(source).with_dropout(dropout)
         vocab = run_vocab()
         lm = LanguageModel(bilm.config, len(vocab), dropout=dropout, bilm=bilm)
         softmax = "built over the run's vocabulary"
-    info = {"model": name, "weight_file": str(weight_file) if weight_file else None,
-            "format": _format(name, weight_file, bilm), "fingerprint": model_fingerprint(bilm),
-            "language": model_language(model, weight_file), "softmax": softmax}
-    return Start(lm, vocab, info, built_softmax=folder is None)
+    info = {"model": source.name, "weight_file": str(weight_file) if weight_file else None,
+            "format": "released" if source.kind in REMOTE_KINDS else source.format,
+            "fingerprint": model_fingerprint(bilm), "language": source.language, "softmax": softmax}
+    return Start(lm, vocab, info, built_softmax=not continued)
 
 
 @torch.no_grad()
@@ -190,7 +143,7 @@ def resume_model(run: dict[str, Any], vocab: Vocabulary, dropout: float) -> Lang
 
     source = run.get("source") or {}
     if source.get("format") == "elmoformanylangs":
-        from pyelmo.modelio.load import load
+        from pyelmo.modelio.resolve import load
 
         bilm = load(source["model"]).with_dropout(dropout)
         return LanguageModel(bilm.config, len(vocab), dropout=dropout, bilm=bilm)

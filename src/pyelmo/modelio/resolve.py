@@ -1,0 +1,205 @@
+"""One model resolver: what a user names as a model -> one :class:`ResolvedModel` record.
+
+:func:`resolve_model` is the only place a model argument is interpreted: a shipped name (``english``,
+``chinese``: :data:`pyelmo.modelio.hub.SHIPPED`), a released name (``small``, ``original``, ...), a URL,
+an archive, an NLPL folder (options JSON + HDF5), a bilm-tf options + weights pair, a folder converted
+from ELMoForManyLangs, a training run folder or its ``model/``, or a folder ``pyelmo export`` wrote.
+It reads only small files (``config.json``, names of tensors); downloads and weights wait until
+they are needed (``files``, ``load_bilm``, ``fingerprint``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from pyelmo.errors import WeightFileError
+from pyelmo.modeling.bilm import BiLM
+from pyelmo.modelio import hub
+from pyelmo.modelio.archives import SOFTMAX_NAME, ModelFiles, find_model_files
+from pyelmo.modelio.weights import CONFIG_NAME, WEIGHTS_NAME
+
+#: What a model can be (``ResolvedModel.kind``); the remote ones are fetched into the cache on first use.
+REMOTE_KINDS = ("released", "url", "archive")
+KINDS = ("shipped", *REMOTE_KINDS, "nlpl", "bilm-tf", "elmoformanylangs", "run", "native", "exported")
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model as resolved: ``name`` (what was given; ``english`` for nothing), ``kind`` (:data:`KINDS`),
+    ``format`` (``pyelmo``: config.json + model.safetensors; ``bilm-tf``: options JSON + HDF5;
+    ``elmoformanylangs``: converted, with their lexicons), ``has_softmax`` (an LM head and vocabulary
+    beside the biLM), ``language`` of its training text (None: not known), ``folder`` (a local model's
+    folder), ``max_length`` (the sentence length it was trained with: 100 when not recorded)."""
+
+    name: str
+    kind: str
+    format: str
+    has_softmax: bool = False
+    language: str | None = None
+    folder: Path | None = None
+    max_length: int = 100
+    local_files: ModelFiles | None = field(default=None, repr=False)
+
+    @cached_property
+    def files(self) -> ModelFiles | None:
+        """A bilm-tf-format model's options and weight files (a released name, URL or archive: fetched into
+        the cache and verified on first use); None for the native formats (see ``folder``)."""
+        return hub.resolve(self.name) if self.kind in REMOTE_KINDS else self.local_files
+
+    def load_bilm(self) -> BiLM:
+        """The biLM in evaluation mode (``BiLM.from_pretrained(model)``)."""
+        from pyelmo.modelio import elmoformanylangs
+        from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5
+
+        if self.format == "bilm-tf":
+            return load_bilm_hdf5(self.files.options, self.files.weights)
+        if self.format == "elmoformanylangs":
+            return elmoformanylangs.load_converted(self.folder)
+        return from_pretrained(self.folder)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """:func:`pyelmo.modelio.weights.model_fingerprint` of its weights (computed on first use: it loads them)."""
+        from pyelmo.modelio.weights import model_fingerprint
+
+        return model_fingerprint(self.load_bilm())
+
+    def describe(self) -> str:
+        """The model as messages and ``/v1/models`` name it."""
+        return f"{self.name} (shipped)" if self.kind == "shipped" else self.name
+
+
+def resolve_model(model: str | os.PathLike | ResolvedModel | None = None, weight_file: str | os.PathLike | None = None) -> ResolvedModel:
+    """What ``model`` (and, for the released bilm-tf format, its ``weight_file`` beside an options file
+    ``model``) names; ``None`` is the shipped English model. Anything else is refused in one line
+    naming what works."""
+    if isinstance(model, ResolvedModel):
+        return model
+    if weight_file is not None:
+        if model is None:
+            raise WeightFileError("a weight file needs its options file")
+        return ResolvedModel(str(model), "bilm-tf", "bilm-tf",
+                             local_files=ModelFiles(Path(model), Path(weight_file)))
+    name = "english" if model is None else str(model)
+    if name in hub.SHIPPED:
+        shipped = hub.SHIPPED[name]
+        return _native(name, "shipped", hub.shipped_folder(name), shipped.language)
+    path = Path(name)
+    if not path.exists():
+        return _remote(name)
+    if path.is_file():
+        return _file(name, path)
+    return _folder(name, path)
+
+
+def load(model: str | os.PathLike | ResolvedModel | None = None, weight_file: str | os.PathLike | None = None) -> BiLM:
+    """Load a biLM in evaluation mode from anything :func:`resolve_model` takes: ``load()`` the shipped
+    English model, ``load("chinese")``, ``load(DIR)``, ``load(OPTIONS_JSON, WEIGHTS_HDF5)``,
+    ``load("original")`` (downloaded once into the cache, ``pyelmo.modelio.hub``), a URL or an archive."""
+    return BiLM.from_pretrained(resolve_model(model, weight_file))
+
+
+def _remote(name: str) -> ResolvedModel:
+    if name in hub.RELEASES:
+        return ResolvedModel(name, "released", "bilm-tf", language=hub.RELEASES[name].language)
+    if hub.is_url(name):
+        return ResolvedModel(name, "url", "bilm-tf")
+    if os.sep in name or (os.altsep and os.altsep in name):
+        raise WeightFileError(f"model directory not found: {name}")
+    raise WeightFileError(f"unknown model {name!r}: not a directory, a URL, an archive, or one of "
+                          f"{', '.join([*(s.name for s in hub.SHIPPED.values() if s.present), *hub.RELEASES])}")
+
+
+def _file(name: str, path: Path) -> ResolvedModel:
+    if hub.is_archive(name):
+        return ResolvedModel(name, "archive", "bilm-tf")
+    if path.suffix.lower() == ".json":
+        raise WeightFileError(f"{path} is a file, an options file: give its HDF5 weight file with it "
+                              "(--options-file with --weight-file; pyelmo train: --init-weight-file)")
+    raise WeightFileError(f"{path} is a file; give a model directory, or the options file together with its "
+                          "weight file")
+
+
+def _folder(name: str, path: Path) -> ResolvedModel:
+    kind = "native"
+    if (path / "run.json").is_file() and not (path / CONFIG_NAME).is_file():
+        path, kind = _run_model_dir(path), "run"
+    if (path / "char.dic").is_file() and (path / "encoder.pkl").is_file():
+        raise WeightFileError(f"{path} is an ELMoForManyLangs model folder: convert it first ('pyelmo convert "
+                              f"elmoformanylangs {path} OUT'), then use OUT")
+    if (path / CONFIG_NAME).is_file() or not any(path.glob("*.hdf5")):
+        return _native(name, kind, path)  # (a folder without config.json: loading names what is missing)
+    if (path / SOFTMAX_NAME).is_file():
+        files = ModelFiles(path / "options.json", path / "weights.hdf5", path / "vocab.txt")
+        return ResolvedModel(name, "exported", "bilm-tf", (path / "vocab.txt").is_file(), folder=path,
+                             local_files=files)
+    return ResolvedModel(name, "nlpl", "bilm-tf", folder=path, local_files=find_model_files(path))
+
+
+def _native(name: str, kind: str, path: Path, language: str | None = None) -> ResolvedModel:
+    """A folder in the native layout (``config.json`` + ``model.safetensors``), read leniently: a broken
+    file is named when the model loads."""
+    from pyelmo.modelio.elmoformanylangs import is_converted
+
+    config = _read_config(path)
+    _refuse_task_model(path, config)
+    converted = is_converted(config)
+    recorded = config.get("language") if isinstance(config.get("language"), str) else None
+    try:
+        max_length = int((config.get("training") or {}).get("max_length", 100))
+    except (AttributeError, TypeError, ValueError):
+        max_length = 100
+    return ResolvedModel(name, "elmoformanylangs" if converted and kind == "native" else kind,
+                         "elmoformanylangs" if converted else "pyelmo", _has_native_softmax(path),
+                         language or recorded or None, path, max_length)
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        config = json.loads((path / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _has_native_softmax(path: Path) -> bool:
+    """Whether a native folder holds the LM head (``softmax.weight``, ``softmax.bias``; its ``vocab.txt`` is
+    read with it). A weight file that cannot be read counts as one: loading it names the problem."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path / WEIGHTS_NAME), framework="pt") as f:
+            return {"softmax.weight", "softmax.bias"} <= set(f.keys())
+    except Exception:
+        return (path / CONFIG_NAME).is_file()
+
+
+def _run_model_dir(path: Path) -> Path:
+    """A ``pyelmo train`` run folder's ``model/``; a run stopped before writing it is refused, naming what works."""
+    model = path / "model"
+    if (model / CONFIG_NAME).is_file():
+        return model
+    best = path / "best"
+    hint = f"--model {best} (its best validated model so far), or " if (best / CONFIG_NAME).is_file() else ""
+    raise WeightFileError(f"{path} is a training run without its final model ({model} is missing): use {hint}"
+                          f"finish it with 'pyelmo train --resume --out {path}'")
+
+
+def _refuse_task_model(path: Path, config: dict) -> None:
+    """Refuse a task model folder (``pyelmo task train``) as a biLM, naming the biLM it uses."""
+    if not str(config.get("format", "")).startswith("pyelmo-task"):
+        return
+    bilm = config.get("bilm") if isinstance(config.get("bilm"), dict) else {}
+    if bilm.get("weight_file"):
+        flag = f"--options-file {bilm.get('model')} --weight-file {bilm['weight_file']}"
+    else:
+        flag = f"--model {bilm['model']}" if bilm.get("model") else "no --model (the shipped English model)"
+    raise WeightFileError(f"{path} is a task model ('pyelmo task train'), not a biLM: use it with 'pyelmo task "
+                          f"evaluate' or 'pyelmo task predict'; for its biLM use {flag}")
+
+
+__all__ = ["KINDS", "REMOTE_KINDS", "ResolvedModel", "load", "resolve_model"]
