@@ -161,7 +161,7 @@ def language_model_dir(model: PathLike | None = None) -> Path:
     from pyelmo.modelio import hub
     from pyelmo.errors import WeightFileError
     from pyelmo.modelio.hub import default_model_dir
-    from pyelmo.modelio.load import run_model_dir
+    from pyelmo.modelio.load import run_model_dir, task_model_check
     from pyelmo.modelio.weights import CONFIG_NAME
 
     if model is None or str(model) == "english":
@@ -174,6 +174,8 @@ def language_model_dir(model: PathLike | None = None) -> Path:
     if path.is_file():
         raise no_softmax(f"{path} (a file)")
     path = run_model_dir(path)
+    if (path / CONFIG_NAME).is_file():
+        task_model_check(path)
     if (path / CONFIG_NAME).is_file() or (path / SOFTMAX_HDF5).is_file():
         return path
     raise no_softmax(str(path))
