@@ -427,10 +427,13 @@ TEXT_FIRST = "".join(f"the film number {i}\t{'pos' if i % 2 else 'neg'}\n" for i
 
 @pytest.mark.parametrize("kind,content,message", [
     ("classify", CONLL, "looks like a CoNLL tag file .*'pyelmo task train tag'"),
-    ("classify", TEXT_FIRST, "12 different labels in 12 examples: the first column should be the label"),
+    ("classify", TEXT_FIRST, "12 different labels and 2 different texts in 12 examples: the first column should "
+                             "be the label"),
     ("classify", "pos\tgood film\npos\tnice\n", "every example has the label 'pos': a model needs at least two"),
-    ("tag", "".join(f"pos\tgood film {i}\n" for i in range(25)), "no blank line between sentences, so all 25 lines "
-                                                                 "are one sentence.*is this a classify file"),
+    ("tag", "".join(f"pos\tgood film {i}\n" for i in range(25)), "25 different tags and 1 different tokens in 25 "
+                                                                 "lines.*is this a classify file"),
+    ("tag", "".join(f"w{i}\tNN\nv{i}\tVB\n" for i in range(100)), "no blank line between sentences, so all 200 "
+                                                                 "lines are one sentence.*is this a classify file"),
     ("tag", "good\tO\nfilm\tO\n\nbad\tO\n", "every token has the tag 'O'"),
 ])
 def test_wrong_kind_of_file_stops_before_training(data, capsys, monkeypatch, kind, content, message):

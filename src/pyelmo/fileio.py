@@ -50,6 +50,21 @@ def write_json_atomic(path: PathLike, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+def check_input_file(path: PathLike, what: str = "input file", error: type | None = None,
+                     expected: str = "a file") -> Path:
+    """``path`` is an existing file, not a folder: else one line naming ``what`` (``error``: the exception
+    class, an ``InputError`` by default). Every input file of the commands is checked here first."""
+    from pyelmo.errors import InputError
+
+    error = error or InputError
+    path = Path(path)
+    if not path.exists():
+        raise error(f"{what} not found: {path}")
+    if path.is_dir():
+        raise error(f"{what} is a directory, expected {expected}: {path}")
+    return path
+
+
 def check_output_folder(folder: PathLike, what: str = "output") -> Path:
     """``folder`` exists and can be written into (``InputError`` naming ``what`` otherwise): checked
     before any work, so that a command never computes a result it cannot save."""

@@ -17,11 +17,22 @@ COMMANDS = ["demo", "embed", "embed_merge", "corpus", "vocab", "train", "perplex
             "task", "serve", "download", "convert", "env"]
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse with its usage errors (a bad choice, a missing or unknown argument) on one line, as every
+    other error: ``pyelmo CMD: error: ...`` and where --help is; exit status 2 (a usage error)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from pyelmo import __version__
+
+    parser = OneLineErrors(
         prog="pyelmo",
         description="ELMo contextual word vectors: train a biLM, embed text, evaluate layers.",
     )
+    parser.add_argument("--version", action="version", version=f"pyelmo {__version__}")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks for errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:

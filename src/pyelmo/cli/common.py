@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from pyelmo.cli import OneLineErrors
 from pyelmo.errors import InputError
 
 
@@ -89,7 +90,7 @@ def add_lang_argument(parser: argparse.ArgumentParser, default: str | None = "au
     parser.add_argument("--lang", choices=LANG_CHOICES, default=default, help=prefix + LANG_HELP + suffix)
 
 
-class _PositionalsAnywhere(argparse.ArgumentParser):
+class _PositionalsAnywhere(OneLineErrors):
     """argparse's intermixed parsing for one command: its positionals may stand before, between
     or after its options (``export MODEL --format X OUT`` as well as ``export OUT --model MODEL``)."""
 

@@ -13,7 +13,7 @@ Embed INPUT (one whitespace-tokenized sentence per line, or raw text with --toke
 one float32 dataset per line, keyed by its line index ("0", "1", ...), shaped (layers,
 tokens, dim) with --all or (tokens, dim) with --top / --average, plus
 `sentence_to_index` (JSON) unless --forget-sentences. Work is kept in .OUTPUT.parts/
-(one file per 4096 lines) and the output appears only when complete; after an
+(one file per 1024 lines) and the output appears only when complete; after an
 interruption, --resume continues where the run stopped. Without --model or
 --options-file/--weight-file the shipped English model is used.
 

@@ -28,6 +28,10 @@ to a BiLSTM; only the task model is trained.
   pyelmo task data build task-data
 """
 
+TRUST_HELP = ("go on when a data file looks like another kind of file (a CoNLL file given to classify, columns "
+              "swapped, no blank lines between sentences): the check is then a warning. Small files only warn "
+              "anyway; the evidence needed to refuse: docs/RELIABILITY.md")
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``task`` with its actions ``train``, ``evaluate``, ``predict`` and ``data build``."""
@@ -64,6 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "the biLM's training length are cut); stored with the model (default: sentence for "
                         "classify and qa, line for tag)")
     f.add_argument("--pretokenized", action="store_true", help="classify text is already tokenized (whitespace)")
+    f.add_argument("--trust-format", action="store_true", help=TRUST_HELP)
     r = t.add_argument_group("training")
     r.add_argument("--seed", type=int, default=1, metavar="N", help="random seed (default 1)")
     r.add_argument("--train-fraction", type=float, default=1.0, metavar="F",
@@ -95,6 +100,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="print only the metrics, as one JSON object (stdout holds nothing else)")
     add_model_arguments(e)
     e.add_argument("--cache-dir", metavar="DIR", help="reuse / keep the biLM layers of --test here")
+    e.add_argument("--trust-format", action="store_true", help=TRUST_HELP)
     e.add_argument("--quiet", action="store_true", help="no progress output")
     _add_precision(e, "how the biLM computes the layers (default: as in training)")
     e.set_defaults(func=_evaluate)
@@ -161,6 +167,7 @@ def _train(args: argparse.Namespace) -> int:
                            min_steps=args.min_steps,
                            batch_size=args.batch_size, lr=args.lr, hidden=args.hidden, mix_l2=args.mix_l2,
                            top_only=args.top_layer, elmo_output=args.elmo_output, pretokenized=args.pretokenized,
+                           trust_format=args.trust_format,
                            progress=not args.quiet, cache_dir=args.cache_dir, bilm_context=args.bilm_context,
                            max_answer_tokens=args.max_answer_tokens, precision=args.precision or "float32",
                            int8_min_weight=args.int8_min_weight)
@@ -188,7 +195,7 @@ def _read(args: argparse.Namespace, path: str, labelled: bool):
     examples = read_examples(saved["kind"], path, saved["options"].get("pretokenized", False), labelled=labelled,
                              training=labelled and saved["kind"] == "qa")
     if labelled:
-        check_kind(saved["kind"], examples, path, training=False)
+        check_kind(saved["kind"], examples, path, training=False, trust_format=args.trust_format)
     return saved["kind"], examples
 
 

@@ -11,12 +11,13 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator, Sequence
 
 from pyelmo.errors import InputError
+from pyelmo.fileio import check_input_file
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,7 @@ class Example:
 
 def _lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """``(line number, text without the newline)``; invalid UTF-8 is an error naming the line."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: no such file")
+    p = check_input_file(path, "data file")
     with open(p, "rb") as fh:
         for number, raw in enumerate(fh, 1):
             try:
@@ -138,35 +137,67 @@ def label_set(kind: str, examples: Sequence[Example]) -> list[str]:
     return sorted({t for e in examples for t in e.label})  # type: ignore[union-attr]
 
 
-def check_kind(kind: str, examples: Sequence[Example], path, training: bool = True) -> None:
-    """Stop on the obvious wrong file before any work: a CoNLL file read as ``label<TAB>text``, a
-    classify TSV read as CoNLL, a first column that is no label, or (``training``) a single label."""
-    if kind == "qa":
-        return  # read_squad checked the answers
+# How much evidence a guess about a file's layout needs before it refuses the file; with less, or
+# with --trust-format, it warns. A short part-of-speech file has nearly as many tags as tokens ("The
+# bank raised its rates ." is 6 tags in 6 tokens), so "many different tags" alone proves nothing: a
+# swap of columns is refused only when the other column also repeats (a quarter or fewer different
+# values), as the label column of a classify file does and a column of words or texts does not, and
+# only over MIN_UNITS lines, where the two together no longer happen by chance in a real file.
+MIN_UNITS = 10
+MIN_CONLL_EXAMPLES = 20  # one-word "texts" between blank lines, 9 in 10 of at least 20: a CoNLL file
+WARN_SENTENCE, MIN_SENTENCE = 50, 200  # one "sentence" this long: no blank lines (treebank sentences are shorter)
+TRUST_HINT = "if the file is right, go on with --trust-format"
+
+
+def _swap_guess(n: int, labels: int, other: int) -> tuple[bool, bool]:
+    """(looks swapped, strongly): more different labels than half of ``n``, and the other column repeating."""
+    looks = n >= MIN_UNITS and labels > n / 2
+    return looks, looks and other <= n / 4
+
+
+def layout_guesses(kind: str, examples: Sequence[Example], path) -> Iterator[tuple[bool, str]]:
+    """``(strong, message)`` for each sign that ``path`` is another kind of file (or its columns are swapped)."""
     if kind == "classify":
-        n, labels = len(examples), Counter(e.label for e in examples)
+        n, labels = len(examples), len({e.label for e in examples})
         blank_gaps = any(b.line > a.line + 1 for a, b in zip(examples, examples[1:]))
         if blank_gaps and sum(len(e.tokens) == 1 for e in examples) >= 0.9 * n:
-            raise InputError(f"{path} looks like a CoNLL tag file (one token<TAB>tag per line, blank lines between "
-                             f"sentences), not label<TAB>text: train a tagger with 'pyelmo task train tag'")
-        if n >= 10 and len(labels) > n / 2:
-            raise InputError(f"{path}: {len(labels)} different labels in {n} examples: the first column should be "
-                             f"the label (label<TAB>text); is the text first, or is this a tag file?")
-        what, units = "example", labels
-    else:
+            yield n >= MIN_CONLL_EXAMPLES, (f"{path} looks like a CoNLL tag file (one token<TAB>tag per line, blank "
+                                            f"lines between sentences), not label<TAB>text: train a tagger with "
+                                            f"'pyelmo task train tag'")
+        texts = len({e.tokens for e in examples})
+        looks, strong = _swap_guess(n, labels, texts)
+        if looks:
+            yield strong, (f"{path}: {labels} different labels and {texts} different texts in {n} examples: the "
+                           f"first column should be the label (label<TAB>text); is the text first?")
+    elif kind == "tag":
         tokens = sum(len(e.tokens) for e in examples)
-        units = Counter(t for e in examples for t in e.label)  # type: ignore[union-attr]
-        if len(examples) == 1 and tokens >= 20:
-            raise InputError(f"{path}: no blank line between sentences, so all {tokens} lines are one sentence: a "
-                             f"tag file has token<TAB>tag lines and a blank line after each sentence (is this a "
-                             f"classify file? 'pyelmo task train classify' reads label<TAB>text)")
-        if tokens >= 10 and len(units) > tokens / 2:
-            raise InputError(f"{path}: {len(units)} different tags in {tokens} tokens: the last column should be "
-                             f"the tag (token<TAB>tag); is this a classify file?")
-        what = "token"
+        tags = len({t for e in examples for t in e.label})  # type: ignore[union-attr]
+        words = len({t for e in examples for t in e.tokens})
+        looks, strong = _swap_guess(tokens, tags, words)
+        if looks:
+            yield strong, (f"{path}: {tags} different tags and {words} different tokens in {tokens} lines: the "
+                           f"last column should be the tag (token<TAB>tag); is this a classify file?")
+        if len(examples) == 1 and tokens >= WARN_SENTENCE:
+            yield tokens >= MIN_SENTENCE, (f"{path}: no blank line between sentences, so all {tokens} lines are one "
+                                           f"sentence: a tag file has a blank line after each sentence (is this a "
+                                           f"classify file? 'pyelmo task train classify' reads label<TAB>text)")
+
+
+def check_kind(kind: str, examples: Sequence[Example], path, training: bool = True,
+               trust_format: bool = False) -> None:
+    """Stop on the obvious wrong file before any work (:func:`layout_guesses` with enough evidence; a
+    weaker sign, or any with ``trust_format``, is a warning), and (``training``) on a single label."""
+    if kind == "qa":
+        return  # read_squad checked the answers; a JSON file leaves nothing to guess
+    for strong, message in layout_guesses(kind, examples, path):
+        if strong and not trust_format:
+            raise InputError(f"{message} ({TRUST_HINT})")
+        warnings.warn(message, stacklevel=2)
+    units = Counter(e.label for e in examples) if kind == "classify" else Counter(
+        t for e in examples for t in e.label)  # type: ignore[union-attr]
     if training and len(units) == 1:
-        raise InputError(f"{path}: every {what} has the {'label' if kind == 'classify' else 'tag'} "
-                         f"{next(iter(units))!r}: a model needs at least two to learn anything")
+        what = "example has the label" if kind == "classify" else "token has the tag"
+        raise InputError(f"{path}: every {what} {next(iter(units))!r}: a model needs at least two to learn anything")
 
 
 def classify_output(path, examples: Sequence[Example], predictions) -> str:

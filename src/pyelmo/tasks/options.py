@@ -29,6 +29,7 @@ class TrainOptions:
     top_only: bool = False
     elmo_output: bool = False
     pretokenized: bool = False
+    trust_format: bool = False  # a data file that looks like another kind is a warning, not an error
     progress: bool = True
     cache_dir: str | None = None  # biLM layers kept on disk across runs (None: in memory only)
     bilm_context: str | None = None  # "line" or "sentence" (None: the kind's default, DEFAULT_CONTEXT)

@@ -88,10 +88,10 @@ def read_saved(directory: str | os.PathLike) -> tuple[dict, ModelConfig]:
 def _read_config(d: Path) -> tuple[dict, ModelConfig]:
     path = d / CONFIG_NAME
     if not path.is_file() or not (d / WEIGHTS_NAME).is_file():
-        raise InputError(f"{d} is not a trained task model (no {CONFIG_NAME} / {WEIGHTS_NAME})")
+        raise _not_a_task_model(d)
     saved = read_json(path, dict, "a task model config (expected a JSON object)")
     if saved.get("format") != FORMAT:
-        raise InputError(f"{path}: unknown format {saved.get('format')!r} (expected {FORMAT})")
+        raise _not_a_task_model(d, saved.get("format"))
     f = _Fields(path, saved)
     kind = f.get("kind", _KIND)
     model = f.section("model")
@@ -126,6 +126,44 @@ def _read_config(d: Path) -> tuple[dict, ModelConfig]:
         f.get("bilm.fingerprint", _TEXT)
         f.get("bilm.max_tokens", _number(1), 100)
     return saved, config
+
+
+def _bilm_kind(d: Path, native_format: Any) -> tuple[str, str] | None:
+    """``(what d is, the flags that name it as a biLM)`` when ``d`` is a biLM in one of its forms."""
+    from pyelmo.modelio.hub import RELEASES
+
+    if not d.exists():
+        name = str(d)
+        return ("the name of a biLM", f"--model {name}") if name == "english" or name in RELEASES else None
+    if d.is_file():
+        if d.suffix in (".hdf5", ".h5"):
+            return "a biLM weight file (released bilm-tf format)", f"--options-file OPTIONS --weight-file {d}"
+        if d.suffix == ".json" and '"lstm"' in d.read_text(encoding="utf-8", errors="replace")[:100_000]:
+            return "a biLM options file (released bilm-tf format)", f"--options-file {d} --weight-file WEIGHTS"
+        return None
+    if (d / "run.json").is_file() and not (d / CONFIG_NAME).is_file():
+        return "a biLM training run ('pyelmo train')", f"--model {d}"
+    if native_format == "pyelmo":
+        return "a biLM model (made by 'pyelmo train' or 'convert', or shipped)", f"--model {d}"
+    if (d / "softmax.hdf5").is_file() and (d / "options.json").is_file():
+        return "a biLM exported by 'pyelmo export'", f"--model {d}"
+    if not (d / CONFIG_NAME).exists() and any(d.glob("*.hdf5")):
+        return "a biLM in the released bilm-tf format (options JSON + HDF5 weights)", f"--model {d}"
+    return None
+
+
+def _not_a_task_model(d: Path, native_format: Any = None) -> InputError:
+    """One line saying what ``d`` is instead of a task model, and how to train one from it."""
+    bilm = _bilm_kind(d, native_format)
+    if bilm is not None:
+        return InputError(f"{d} is {bilm[0]}, not a task model: train one with 'pyelmo task train classify|tag|qa "
+                          f"--train FILE --dev FILE --out DIR {bilm[1]}', then give DIR here")
+    if not d.exists():
+        return InputError(f"task model not found: {d}")
+    if native_format is not None:
+        return InputError(f"{d / CONFIG_NAME}: unknown format {native_format!r} (expected {FORMAT})")
+    what = "a file" if d.is_file() else f"not a trained task model (no {CONFIG_NAME} / {WEIGHTS_NAME})"
+    return InputError(f"{d} is {what}: a task model is the folder 'pyelmo task train --out' wrote")
 
 
 def check_weights_fit(directory: str | os.PathLike, config: ModelConfig) -> None:

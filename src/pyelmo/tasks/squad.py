@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyelmo.errors import InputError
+from pyelmo.fileio import check_input_file
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,7 @@ def _records(path: Path) -> list[tuple[str, dict, str]]:
 
 def read_squad(path: str | os.PathLike, labelled: bool = True, training: bool = False) -> list[QAExample]:
     """The questions of a SQuAD v1.1 JSON or JSONL file; ``training``: every question needs an answer."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: no such file")
+    p = check_input_file(path, "data file")
     examples, seen = [], set()
     for where, qa, context in _records(p):
         qid = qa.get("id")

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from pyelmo.errors import InputError
+from pyelmo.fileio import check_input_file
 
 VECTORS_NAME = "static.safetensors"
 VOCAB_NAME = "static-vocab.txt"
@@ -88,9 +89,7 @@ def _load_safetensors(folder: Path, source: str) -> StaticVectors:
 
 def read_text_vectors(path: str | os.PathLike) -> StaticVectors:
     """A word2vec text file (with its ``COUNT DIM`` header) or a GloVe file (without)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    path = check_input_file(path, "static vectors file")
     words: list[str] = []
     rows: list[np.ndarray] = []
     seen: set[str] = set()

@@ -162,10 +162,10 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     out = Path(out_dir)
     _check_out_dir(out)
     full_train = read_examples(kind, train_file, options.pretokenized, training=True)
-    check_kind(kind, full_train, train_file)
+    check_kind(kind, full_train, train_file, trust_format=options.trust_format)
     train = _subsample(full_train, options.train_fraction)
     dev = read_examples(kind, dev_file, options.pretokenized, training=kind == "qa")
-    check_kind(kind, dev, dev_file, training=False)
+    check_kind(kind, dev, dev_file, training=False, trust_format=options.trust_format)
     labels = LABELS if kind == "qa" else label_set(kind, train)
     warn_unseen_labels(kind, dev, labels, dev_file)
 

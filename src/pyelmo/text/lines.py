@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from pyelmo.errors import InputError
+from pyelmo.fileio import check_input_file
 
 #: What :func:`text_lines` does with a blank (empty or whitespace-only) line.
 BLANK_CHOICES = ("keep", "skip", "error")
@@ -39,11 +39,7 @@ def text_lines(source: str | os.PathLike | BinaryIO, *, blank: str = "keep", str
     if str(source) == "-":
         yield from _lines(sys.stdin.buffer, "<stdin>", blank, strip, error, blank_hint)
         return
-    path = Path(source)
-    if not path.exists():
-        raise error(f"{what} not found: {path}")
-    if path.is_dir():
-        raise error(f"{what} is a directory, expected a text file: {path}")
+    path = check_input_file(source, what, error, "a text file")
     try:
         handle = path.open("rb")
     except OSError as exc:
