@@ -14,6 +14,7 @@ highest ``log p(start) + log p(end)`` no longer than ``max_answer_tokens``.
 
 from __future__ import annotations
 
+import zlib
 from typing import Sequence
 
 import torch
@@ -27,6 +28,8 @@ from pyelmo.tasks.metrics import squad_metrics
 from pyelmo.tasks.model import ModelConfig, TaskModel, add_static, static_vectors
 
 LABELS = ["start", "end"]  # what a reader's config.json lists as its labels
+TRAIN_WINDOW = 400  # passage tokens a training example reads at most (train_window)
+PREDICT_TOKENS = 16384  # padded passage tokens of a prediction batch (one longer passage goes alone)
 
 
 def _lstm(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -98,12 +101,45 @@ class Reader(nn.Module):
     @torch.no_grad()
     def predict(self, passage, question, max_tokens: int) -> list[tuple[int, int]]:
         """The best span ``(start, end)`` per passage, ``start <= end < start + max_tokens``."""
-        start, end = self.logits(passage, question)
-        scores = start.log_softmax(-1).unsqueeze(2) + end.log_softmax(-1).unsqueeze(1)  # (B, T, T)
-        T = scores.shape[1]
-        allowed = torch.ones(T, T, dtype=torch.bool).triu().tril(max_tokens - 1)
-        best = scores.masked_fill(~allowed, float("-inf")).flatten(1).argmax(-1)
-        return [(int(i) // T, int(i) % T) for i in best]
+        return best_spans(*self.logits(passage, question), max_tokens)
+
+
+def best_spans(start: torch.Tensor, end: torch.Tensor, max_tokens: int) -> list[tuple[int, int]]:
+    """Per row of the ``(B, T)`` logits, the span ``start <= end < start + max_tokens`` with the highest
+    ``log p(start) + log p(end)``; ties go to the earliest start, then the shortest span.  The scores are
+    ``(B, T, K)``, one per start and length ``K = min(max_tokens, T)``: linear in the passage."""
+    start, end = start.log_softmax(-1), end.log_softmax(-1)
+    T = start.shape[1]
+    K = min(max_tokens, T)
+    padded = nn.functional.pad(end, (0, K - 1), value=float("-inf"))  # an end past the passage: never chosen
+    scores = start.unsqueeze(2) + padded.unfold(1, K, 1)  # [b, t, k]: start t, end t + k
+    best = scores.flatten(1).argmax(-1)
+    return [(int(i) // K, int(i) // K + int(i) % K) for i in best]
+
+
+def _predict_batches(lengths: Sequence[int], batch_size: int):
+    """Indices by passage length, in batches of at most ``batch_size`` and ``PREDICT_TOKENS`` padded tokens."""
+    batch: list[int] = []
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if batch and (len(batch) == batch_size or (len(batch) + 1) * lengths[i] > PREDICT_TOKENS):
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+def train_window(example) -> tuple[int, int]:
+    """The passage tokens ``[a, b)`` a training step reads: all of a passage of at most ``TRAIN_WINDOW``
+    tokens, else ``TRAIN_WINDOW`` of them (more for a longer answer) around the gold span, placed by a
+    hash of the id (the same every epoch), so that memory does not grow with the passage."""
+    n, (first, last) = len(example.tokens), example.span
+    width = max(TRAIN_WINDOW, last - first + 1)
+    if n <= width:
+        return 0, n
+    lo, hi = max(0, last - width + 1), min(first, n - width)
+    a = lo + zlib.crc32(example.id.encode("utf-8")) % (hi - lo + 1)
+    return a, a + width
 
 
 def build_model(config: ModelConfig, static_table: torch.Tensor | None = None) -> nn.Module:
@@ -121,26 +157,28 @@ class QARunner:
         self.max_answer_tokens = (saved or {}).get("options", {}).get("max_answer_tokens", max_answer_tokens)
 
     def _batch(self, examples, labelled: bool):
-        """``(passage, question, gold spans or None)``; passage and question are ``(static, layers, mask)``."""
+        """``(passage, question, gold spans or None)``; passage and question are ``(static, layers, mask)``.
+        ``labelled`` (training): each passage only its :func:`train_window`, the spans in it."""
+        windows = [train_window(e) for e in examples] if labelled else None
         parts = []
-        for texts in ([e.tokens for e in examples], [e.question for e in examples]):
-            b = make_batch([Example(t, None, 0) for t in texts], self.static, self.cache)
+        for texts, win in (([e.tokens for e in examples], windows), ([e.question for e in examples], None)):
+            b = make_batch([Example(t, None, 0) for t in texts], self.static, self.cache, windows=win)
             parts.append((b.static, b.layers, b.mask))
-        spans = torch.tensor([e.span for e in examples]) if labelled else None
+        spans = torch.tensor([(e.span[0] - a, e.span[1] - a) for e, (a, _) in zip(examples, windows)]) \
+            if windows else None
         return parts[0], parts[1], spans
 
     def loss(self, examples) -> torch.Tensor:
         return self.model.loss(*self._batch(examples, True))
 
     def predict(self, examples: Sequence, batch_size: int = 32, desc: str = "") -> list[str]:
-        """The answer text per example (an exact substring of its context), in input order."""
+        """The answer text per example (an exact substring of its context), in input order; a batch holds
+        at most ``batch_size`` passages and (unless one is longer) ``PREDICT_TOKENS`` padded passage tokens."""
         if self.cache is not None:
             self.cache.add([t for e in examples for t in e.texts], desc=f"biLM layers {desc}".strip())
         self.model.eval()
-        order = sorted(range(len(examples)), key=lambda i: len(examples[i].tokens))
         out: list = [None] * len(examples)
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
+        for rows in _predict_batches([len(e.tokens) for e in examples], batch_size):
             passage, question, _ = self._batch([examples[i] for i in rows], False)
             for i, (a, b) in zip(rows, self.model.predict(passage, question, self.max_answer_tokens)):
                 out[i] = examples[i].answer_text(a, b)
