@@ -10,7 +10,10 @@ from types import SimpleNamespace
 
 import torch
 
-from pyelmo.tasks.reader import TRAIN_WINDOW, _predict_batches, best_spans, train_window
+from pyelmo.cli import main
+
+from pyelmo.tasks.model import ModelConfig
+from pyelmo.tasks.reader import TRAIN_WINDOW, Reader, _predict_batches, best_spans, match_flags, train_window
 from pyelmo.tasks.squad import read_squad
 
 from test_tasks_qa import _train_args, qa  # noqa: F401 (the fixture)
@@ -94,3 +97,49 @@ def read_squad_text(folder, record):
     path = folder / "one.jsonl"
     path.write_text(json.dumps(record) + "\n")
     return read_squad(path)[0]
+
+
+def test_match_flags_mark_the_words_the_other_text_has():
+    e = SimpleNamespace(tokens=("The", "red", "car", "is", "Anna", "'s", "."),
+                        question=("whose", "car", "is", "red", "?"))
+    passage, question = match_flags([e, SimpleNamespace(tokens=("a",), question=("A", "b"))])
+    assert passage.tolist() == [[0, 1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0]]  # lower case; padding 0
+    assert question.tolist() == [[0, 1, 1, 1, 0], [1, 0, 0, 0, 0]]
+    # a training window: only the window's tokens are flagged, against the whole question
+    assert match_flags([e], [(1, 3)])[0].tolist() == [[1, 1]]
+
+
+def test_the_reader_reads_the_match_flags():
+    torch.manual_seed(0)
+    model = Reader(ModelConfig(kind="qa", n_labels=2, static_dim=3, static_size=5, hidden=4, match=True)).eval()
+    assert model.encoder.input_size == 3 + 1
+    ids, mask = torch.tensor([[2, 3, 4, 5]]), torch.ones(1, 4, dtype=torch.bool)
+    question = (torch.tensor([[3, 6]]), None, mask[:, :2], torch.tensor([[1.0, 0.0]]))
+    with torch.no_grad():
+        flagged = model.logits((ids, None, mask, torch.tensor([[0.0, 1.0, 0.0, 0.0]])), question)
+        unflagged = model.logits((ids, None, mask, torch.zeros(1, 4)), question)
+    assert not torch.allclose(flagged[0], unflagged[0])
+
+
+def test_a_reader_saved_before_match_flags_loads_and_answers(qa, monkeypatch, capsys):  # noqa: F811
+    import pyelmo.tasks.train as train
+
+    monkeypatch.setattr(train, "ModelConfig", lambda **k: ModelConfig(**{**k, "match": False}))
+    assert main(_train_args(qa, qa / "train.json", "old", "--features", "static", "--max-epochs", "1")) == 0
+    config = json.loads((qa / "old" / "config.json").read_text())
+    del config["model"]["match"]  # as written before the field existed
+    (qa / "old" / "config.json").write_text(json.dumps(config))
+    capsys.readouterr()
+    assert main(["task", "evaluate", str(qa / "old"), "--test", str(qa / "dev.json"), "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 6
+
+
+def test_unset_training_options_take_the_kind_s_defaults(qa, capsys):  # noqa: F811
+    from pyelmo.tasks.options import TrainOptions
+
+    reader, tagger = TrainOptions().for_kind("qa"), TrainOptions().for_kind("tag")
+    assert (reader.hidden, reader.batch_size, reader.lr, reader.dropout) == (64, 16, 2e-3, 0.4)
+    assert (tagger.hidden, tagger.batch_size, tagger.lr, tagger.dropout) == (128, 32, 1e-3, 0.2)
+    assert TrainOptions(hidden=8).for_kind("qa").hidden == 8  # given: kept
+    assert main(_train_args(qa, qa / "train.json", "never", "--lr", "-0.1")) == 1
+    assert "--lr must not be negative" in capsys.readouterr().err and not (qa / "never").exists()
