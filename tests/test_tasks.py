@@ -270,8 +270,8 @@ def test_min_steps_keeps_small_data_training(data):
     assert [h["steps"] for h in t["history"]] == [4 * e for e in range(1, 11)] and t["stopped"] == "min steps"
     assert t["stop_reason"].startswith("--min-steps 40 reached (no better dev score since epoch 1")
     # full-size data: one pass per epoch, as without the floor
-    assert passes_per_epoch(1500, TrainOptions(max_epochs=8)) == 1
-    assert passes_per_epoch(15, TrainOptions(max_epochs=8)) == 38
+    assert passes_per_epoch(1500, TrainOptions(max_epochs=8).for_kind("classify")) == 1
+    assert passes_per_epoch(15, TrainOptions(max_epochs=8).for_kind("classify")) == 38
 
 
 def test_existing_out_dir_is_refused_before_any_work(data, capsys):

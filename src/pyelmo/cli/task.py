@@ -82,9 +82,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="train for at least N optimizer updates (default 300): early stopping waits for them, "
                         "and on small data an epoch is several passes over it, so that --max-epochs epochs "
                         "hold at least N updates (0: plain epochs)")
-    r.add_argument("--batch-size", type=int, default=32, metavar="N", help="examples per batch (default 32)")
-    r.add_argument("--lr", type=float, default=1e-3, metavar="X", help="Adam learning rate (default 0.001)")
-    r.add_argument("--hidden", type=int, default=128, metavar="N", help="BiLSTM size per direction (default 128)")
+    r.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="examples per batch (default 32; qa: 16)")
+    r.add_argument("--lr", type=float, default=None, metavar="X", help="Adam learning rate (default 0.001; qa: 0.002)")
+    r.add_argument("--hidden", type=int, default=None, metavar="N",
+                   help="BiLSTM size per direction (default 128; qa: 64)")
     r.add_argument("--max-answer-tokens", type=int, default=30, metavar="N",
                    help="qa: the longest answer (in tokens) the reader predicts (default 30)")
     r.add_argument("--cache-dir", metavar="DIR",

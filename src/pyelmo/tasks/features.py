@@ -140,9 +140,12 @@ class Batch:
 
 
 def make_batch(examples: Sequence[Example], static: StaticVectors | None, cache: LayerCache | None,
-               label_index: dict[str, int] | None = None, kind: str = "classify") -> Batch:
-    """Pad ``examples`` into a :class:`Batch`; labels (when ``label_index`` is given) unknown to it are -1."""
-    lengths = [len(e.tokens) for e in examples]
+               label_index: dict[str, int] | None = None, kind: str = "classify",
+               windows: Sequence[tuple[int, int]] | None = None) -> Batch:
+    """Pad ``examples`` into a :class:`Batch`; labels (when ``label_index`` is given) unknown to it are -1.
+    ``windows``: per example, only its tokens ``[a, b)`` (their layers those of the whole example)."""
+    windows = windows or [(0, len(e.tokens)) for e in examples]
+    lengths = [b - a for a, b in windows]
     B, T = len(examples), max(lengths)
     mask = torch.zeros(B, T, dtype=torch.bool)
     for i, n in enumerate(lengths):
@@ -151,13 +154,15 @@ def make_batch(examples: Sequence[Example], static: StaticVectors | None, cache:
     if static is not None:
         static_ids = torch.zeros(B, T, dtype=torch.long)
         for i, e in enumerate(examples):
-            static_ids[i, : lengths[i]] = torch.from_numpy(token_rows(static, e.tokens))
+            a, b = windows[i]
+            static_ids[i, : lengths[i]] = torch.from_numpy(token_rows(static, e.tokens[a:b]))
     layers = None
     if cache is not None:
         first = cache[examples[0].tokens]
         arr = np.zeros((B, first.shape[0], T, first.shape[2]), dtype=np.float32)
         for i, e in enumerate(examples):
-            arr[i, :, : lengths[i]] = cache[e.tokens]
+            a, b = windows[i]
+            arr[i, :, : lengths[i]] = cache[e.tokens][:, a:b]
         layers = torch.from_numpy(arr)
     labels = None
     if label_index is not None:

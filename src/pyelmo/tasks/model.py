@@ -36,6 +36,7 @@ class ModelConfig:
     hidden: int = 128
     dropout: float = 0.2
     elmo_dropout: float = 0.5
+    match: bool = False       # qa: each token's flag "in the other text" (reader.match_flags; False before 2026-12-04)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pyelmo.errors import InputError
 from pyelmo.tasks import CONTEXTS, FEATURES
+
+
+#: Unset --hidden, --batch-size, --lr and dropout per kind.  The reader's are chosen for small sets
+#: as well as the cloze set (docs/TASKS.md, "A small set: the learning curve"): its modelling BiLSTM
+#: reads 8 x hidden inputs a token and dominates its cost; dropout also on its static vectors.
+KIND_DEFAULTS = {"classify": {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2},
+                 "tag": {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2},
+                 "qa": {"hidden": 64, "batch_size": 16, "lr": 2e-3, "dropout": 0.4}}
 
 
 @dataclass
@@ -20,10 +28,10 @@ class TrainOptions:
     max_epochs: int = 20
     patience: int = 3
     min_steps: int = 300  # optimizer updates before early stopping may end training
-    batch_size: int = 32
-    lr: float = 1e-3
-    hidden: int = 128
-    dropout: float = 0.2
+    batch_size: int | None = None  # None: the kind's (KIND_DEFAULTS, for_kind)
+    lr: float | None = None
+    hidden: int | None = None
+    dropout: float | None = None
     elmo_dropout: float = 0.5
     mix_l2: float = 1e-3
     top_only: bool = False
@@ -37,6 +45,11 @@ class TrainOptions:
     precision: str = "float32"  # the biLM's products: "float32" (exact) or "int8" (ExecutionPlan)
     int8_min_weight: int | None = None  # int8: the smallest weight quantized (None: the plan's default)
 
+    def for_kind(self, kind: str) -> "TrainOptions":
+        """These options with the kind's defaults for what is unset (``KIND_DEFAULTS``)."""
+        defaults = KIND_DEFAULTS.get(kind, KIND_DEFAULTS["classify"])
+        return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
+
     def plan(self):
         """The execution plan that computes the biLM's layers."""
         return features_plan(self.precision, self.int8_min_weight)
@@ -49,8 +62,10 @@ class TrainOptions:
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise InputError(f"--max-minutes must be positive, got {self.max_minutes}")
         for name in ("max_epochs", "batch_size", "hidden", "max_answer_tokens"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.lr is not None and not self.lr >= 0:  # 0: nothing learns (tests use it)
+            raise InputError(f"--lr must not be negative, got {self.lr}")
         if self.elmo_output and not self.uses_elmo:
             raise InputError(f"--elmo-output needs ELMo features (--features elmo or static+elmo), "
                              f"got --features {self.features}")

@@ -43,7 +43,7 @@ _RATE: _Check = (lambda v: isinstance(v, (int, float)) and not isinstance(v, boo
 _MODEL_FIELDS: dict[str, _Check] = {"kind": _KIND, "n_labels": _number(1), "static_dim": _number(0),
                                     "static_size": _number(0, 2**31), "elmo_layers": _number(0), "elmo_dim": _number(0),
                                     "elmo_output": _BOOL, "top_only": _BOOL, "hidden": _number(1),
-                                    "dropout": _RATE, "elmo_dropout": _RATE}
+                                    "dropout": _RATE, "elmo_dropout": _RATE, "match": _BOOL}
 assert set(_MODEL_FIELDS) == {f.name for f in dataclasses.fields(ModelConfig)}
 
 

@@ -157,6 +157,7 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     started = time.monotonic()
     if kind not in KINDS:
         raise InputError(f"task kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    options = options.for_kind(kind)
     options.check()
     options = replace(options, bilm_context=options.bilm_context or DEFAULT_CONTEXT[kind])
     out = Path(out_dir)
@@ -182,7 +183,7 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
         elmo_layers=bilm_model.config.num_layers if bilm_model else 0,
         elmo_dim=bilm_model.config.output_dim if bilm_model else 0,
         elmo_output=options.elmo_output, top_only=options.top_only,
-        hidden=options.hidden, dropout=options.dropout, elmo_dropout=options.elmo_dropout)
+        hidden=options.hidden, dropout=options.dropout, elmo_dropout=options.elmo_dropout, match=kind == "qa")
     torch.manual_seed(options.seed)
     model = build_model(config, torch.from_numpy(static.vectors) if static else None)
     runner = (QARunner if kind == "qa" else TaskRunner)(kind, model, labels, static, cache)
