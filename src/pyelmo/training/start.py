@@ -12,6 +12,7 @@ distribution; ``train.freeze_bilm_steps`` steps then train the softmax alone (do
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -19,7 +20,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from pyelmo.errors import WeightFileError
+from pyelmo.config import ElmoConfig
+from pyelmo.errors import ConfigError, WeightFileError
 from pyelmo.lm.model import LanguageModel, language_model_dir, load_language_model
 from pyelmo.lm.text import TokenizedText
 from pyelmo.lm.vocab import DataError, Vocabulary, vocab_from_files
@@ -97,12 +99,27 @@ def _refuse_unconverted(model: str) -> None:
                               f"('pyelmo convert elmoformanylangs {path} OUT'), then --init-from OUT")
 
 
+def check_shape(stated: ElmoConfig | None, source: ElmoConfig, name: str) -> None:
+    """A continued model keeps its source's shape: each model field the configuration sets (``stated``: its
+    fields that differ from the defaults; the character-id count aside) must be the source's, or ``ConfigError``."""
+    for section in ("char_cnn", "lstm") if stated is not None else ():
+        for f in dataclasses.fields(getattr(stated, section)):
+            want, have, default = (getattr(getattr(c, section), f.name) for c in (stated, source, ElmoConfig()))
+            if f.name != "n_characters" and want != default and want != have:
+                raise ConfigError(f"{section}.{f.name} = {want!r} cannot apply: the model continued from {name} has "
+                                  f"{section}.{f.name} = {have!r} (with --init-from the model's size is the "
+                                  f"source's): drop the setting (and any [{section}] section or preset), or train "
+                                  f"a new model without --init-from")
+
+
 def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[], Vocabulary],
-               given_vocab: Vocabulary | None, dropout: float, new_softmax: bool = False) -> Start:
+               given_vocab: Vocabulary | None, dropout: float, new_softmax: bool = False,
+               stated: ElmoConfig | None = None) -> Start:
     """The first model of a run continued from ``model`` (anything ``--model`` accepts; ``weight_file``:
     the HDF5 file of a bilm-tf options file ``model``). A new softmax is over ``run_vocab()`` (``vocab.path``
     or built from the training text); a source's own softmax comes with its vocabulary, which a
-    ``given_vocab`` (``vocab.path``) must equal."""
+    ``given_vocab`` (``vocab.path``) must equal. A model size the configuration states (``stated``) must be
+    the source's (:func:`check_shape`)."""
     from pyelmo.modelio.load import load, model_language
     from pyelmo.modelio.weights import model_fingerprint
 
@@ -112,6 +129,7 @@ def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[
     folder = None if weight_file or new_softmax else _lm_folder(model)
     if folder is not None:
         lm, vocab = load_language_model(folder, dropout=dropout)
+        check_shape(stated, lm.bilm.config, name)
         if given_vocab is not None and given_vocab.words != vocab.words:
             raise DataError(f"the vocabulary given differs from {name}'s ({folder / 'vocab.txt'}: one softmax row "
                             "per word): drop --vocab to continue with it, or add --new-softmax to build a softmax "
@@ -119,6 +137,7 @@ def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[
         bilm, softmax = lm.bilm, SOFTMAX_CONTINUED
     else:
         source = load(model, weight_file)
+        check_shape(stated, source.config, name)
         bilm = source.with_dropout(dropout)
         vocab = run_vocab()
         lm = LanguageModel(bilm.config, len(vocab), dropout=dropout, bilm=bilm)
@@ -186,7 +205,6 @@ def describe(source: dict[str, Any] | None, freeze: int) -> list[str]:
 def resume_model(run: dict[str, Any], vocab: Vocabulary, dropout: float) -> LanguageModel:
     """The model a run folder's checkpoint loads into: built from its ``run.json`` (``model_options``), or,
     for a biLM continued from ELMoForManyLangs (their lexicons), from the recorded source again."""
-    from pyelmo.config import ElmoConfig
 
     source = run.get("source") or {}
     if source.get("format") == "elmoformanylangs":
@@ -212,7 +230,8 @@ def starting_point(config: TrainConfig, train_files: Sequence[str], init: InitFr
 
     torch.manual_seed(config.train.seed)
     if init is not None:
-        return load_start(init.model, init.weight_file, run_vocab, given, dropout, init.new_softmax)
+        return load_start(init.model, init.weight_file, run_vocab, given, dropout, init.new_softmax,
+                          config.model_config())
     vocab = run_vocab()
     return Start(LanguageModel(config.model_config(), len(vocab), dropout=dropout, init_std=config.softmax.init_std),
                  vocab)
