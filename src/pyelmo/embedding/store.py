@@ -1,12 +1,12 @@
 """The embedding file store: HDF5 files of contextual vectors, written resumably.
 
-The HDF5 file is the one AllenNLP's ``elmo`` command writes: one float32 dataset per
-input line keyed by its index (``"0"``, ``"1"``, ...) holding ``(L, n, D)`` (``all``) or
-``(n, D)`` (``top``, ``average``), or with sentence vectors (``pool="mean"``) ``(L, D)`` or ``(D,)``, plus ``sentence_to_index`` (JSON ``{sentence: "i"}``; a
-variable-length string, or above ``SENTENCE_INDEX_VLEN_LIMIT`` bytes a fixed-length one, so
-that memory stays flat for any number of lines; both read back as
-``json.loads(f["sentence_to_index"][0])``). Work goes into parts (one file per
-``SEGMENT_LINES`` input lines) that a resumed run reuses; shards merge into one file.
+The HDF5 file is the one AllenNLP's ``elmo`` command writes: one float32 dataset per input line keyed by
+its index (``"0"``, ``"1"``, ...) holding ``(L, n, D)`` (``all``) or ``(n, D)`` (``top``, ``average``),
+or with sentence vectors (``pool="mean"``) ``(L, D)`` or ``(D,)``, plus ``sentence_to_index`` (JSON
+``{sentence: "i"}``; a variable-length string, or above ``SENTENCE_INDEX_VLEN_LIMIT`` bytes a
+fixed-length one, so that memory stays flat for any number of lines; both read back as
+``json.loads(f["sentence_to_index"][0])``). Work goes into parts (one file per ``SEGMENT_LINES`` input
+lines) that a resumed run reuses; shards merge into one file.
 """
 
 from __future__ import annotations
@@ -65,10 +65,10 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
                      tokenize: bool = False, lang: str | None = None, pool: str | None = None) -> int:
     """``ElmoEmbedder.embed_file``: embed a file of sentences with ``embedder`` (see there).
 
-    The output's root attributes record how it was made: ``pyelmo_version``,
-    ``output_format``, ``pooling`` (``mean`` or ``none``), ``precision``, ``stateful``, ``tokenize`` (with it, ``lang``), ``model_sha1``
-    (the weights' fingerprint), ``execution_plan`` (the plan's summary) and ``kernels_used`` (JSON:
-    the kernel each product shape ran with).
+    The output's root attributes record how it was made: ``pyelmo_version``, ``output_format``, ``pooling``
+    (``mean`` or ``none``), ``precision``, ``stateful``, ``tokenize`` (with it, ``lang``), ``model_sha1`` (the
+    weights' fingerprint), ``execution_plan`` (the plan's summary) and ``kernels_used`` (JSON: the kernel each
+    product shape ran with).
     """
     from pyelmo.text.tokenize import check_lang
 
@@ -130,7 +130,8 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
         parts.copy_into(tmp)
         if sentence_to_index is not None:
             sentence_to_index.write_to(tmp)
-        _record_provenance(tmp, {"output_format": output_format, "pooling": settings["pooling"], "precision": settings["precision"],
+        _record_provenance(tmp, {"output_format": output_format, "pooling": settings["pooling"],
+                                 "precision": settings["precision"],
                                  "stateful": embedder.stateful, "tokenize": tokenize,
                                  **({"lang": lang} if tokenize else {}),
                                  "model_sha1": fingerprint["model"], **plan_attributes(embedder.options)})
