@@ -33,6 +33,8 @@ DEFAULT_FREEZE_STEPS = 200
 LOGIT_STD = 0.5
 #: ``source["softmax"]`` of a source whose own softmax continues (else a new one was built).
 SOFTMAX_CONTINUED = "continued from the source"
+#: The way to another model size than a continued model's.
+NEW_MODEL = "train a new model without --init-from"
 
 
 @dataclass
@@ -99,17 +101,17 @@ def _refuse_unconverted(model: str) -> None:
                               f"('pyelmo convert elmoformanylangs {path} OUT'), then --init-from OUT")
 
 
-def check_shape(stated: ElmoConfig | None, source: ElmoConfig, name: str) -> None:
-    """A continued model keeps its source's shape: each model field the configuration sets (``stated``: its
-    fields that differ from the defaults; the character-id count aside) must be the source's, or ``ConfigError``."""
+def check_shape(stated: ElmoConfig | None, source: ElmoConfig, whose: str, instead: str) -> None:
+    """A continued model keeps its shape: each model field the configuration sets (``stated``: its fields that
+    differ from the defaults; the character-id count aside) must be the model's (``source``, ``whose`` in the
+    message), or ``ConfigError`` (naming ``instead``, the way to another size)."""
     for section in ("char_cnn", "lstm") if stated is not None else ():
         for f in dataclasses.fields(getattr(stated, section)):
             want, have, default = (getattr(getattr(c, section), f.name) for c in (stated, source, ElmoConfig()))
             if f.name != "n_characters" and want != default and want != have:
-                raise ConfigError(f"{section}.{f.name} = {want!r} cannot apply: the model continued from {name} has "
-                                  f"{section}.{f.name} = {have!r} (with --init-from the model's size is the "
-                                  f"source's): drop the setting (and any [{section}] section or preset), or train "
-                                  f"a new model without --init-from")
+                raise ConfigError(f"{section}.{f.name} = {want!r} cannot apply: {whose} has {section}.{f.name} = "
+                                  f"{have!r} (a continued model keeps its size): drop the setting (and any "
+                                  f"[{section}] section or preset), or {instead}")
 
 
 def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[], Vocabulary],
@@ -129,7 +131,7 @@ def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[
     folder = None if weight_file or new_softmax else _lm_folder(model)
     if folder is not None:
         lm, vocab = load_language_model(folder, dropout=dropout)
-        check_shape(stated, lm.bilm.config, name)
+        check_shape(stated, lm.bilm.config, f"the model continued from {name}", NEW_MODEL)
         if given_vocab is not None and given_vocab.words != vocab.words:
             raise DataError(f"the vocabulary given differs from {name}'s ({folder / 'vocab.txt'}: one softmax row "
                             "per word): drop --vocab to continue with it, or add --new-softmax to build a softmax "
@@ -137,7 +139,7 @@ def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[
         bilm, softmax = lm.bilm, SOFTMAX_CONTINUED
     else:
         source = load(model, weight_file)
-        check_shape(stated, source.config, name)
+        check_shape(stated, source.config, f"the model continued from {name}", NEW_MODEL)
         bilm = source.with_dropout(dropout)
         vocab = run_vocab()
         lm = LanguageModel(bilm.config, len(vocab), dropout=dropout, bilm=bilm)
@@ -222,7 +224,10 @@ def starting_point(config: TrainConfig, train_files: Sequence[str], init: InitFr
     dropout = config.train.dropout
     if run is not None:
         vocab = Vocabulary.load(out / "vocab.txt")
-        return Start(resume_model(run, vocab, dropout), vocab, run.get("source"))
+        model = resume_model(run, vocab, dropout)
+        check_shape(config.model_config(), model.bilm.config, "the resumed run's model",
+                    "start a new run without --resume")
+        return Start(model, vocab, run.get("source"))
     given = Vocabulary.load(config.vocab.path) if config.vocab.path else None
 
     def run_vocab() -> Vocabulary:
