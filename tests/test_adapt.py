@@ -226,6 +226,10 @@ def test_the_shipped_model_continues_with_its_own_softmax_or_a_new_one(corpus, t
     (["--freeze-bilm-steps", "5", "--set", "preset=small"], "goes with --init-from"),
     (["--init-from", "english", "--vocab", "VOCAB"], "differs from english's"),
     (["--init-from", str(OPTIONS)], "weight file"),
+    # the model's size is the source's: a stated other size is refused, not silently ignored
+    (["--init-from", "english", "--set", "lstm.dim=32"], "lstm.dim = 32 cannot apply: the model continued from "
+                                                          "english has lstm.dim = 256"),
+    (["--init-from", str(OPTIONS), "--init-weight-file", str(WEIGHTS), "--set", "preset=small"], "cannot apply"),
 ])
 def test_sources_that_cannot_be_adapted_are_one_line_errors(corpus, tmp_path, capsys, args, message):
     (tmp_path / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nthe\n")

@@ -7,9 +7,12 @@ import json
 import h5py
 import numpy as np
 import pytest
+import torch
 
 from pyelmo.cli import main
 from pyelmo.embedding.embedder import ElmoEmbedder
+from pyelmo.errors import InputError
+from pyelmo.modeling.characters import batch_to_ids
 
 LINES = ["I deposited money in the bank .", "The boat stopped near the river bank .", "Hello"]
 
@@ -40,6 +43,7 @@ def test_formats_and_sentence_to_index(allennlp_reference, tiny_model, text, tmp
         assert index == {line: str(i) for i, line in enumerate(LINES)}
         assert f.attrs["output_format"] == flag[2:] and f.attrs["precision"] == "torch.float32"
         assert f.attrs["pyelmo_version"] and len(f.attrs["model_sha1"]) == 40 and not f.attrs["tokenize"]
+        assert f.attrs["pooling"] == "none"
 
 
 def test_tokenize_raw_text(allennlp_reference, tiny_model, tmp_path):
@@ -170,3 +174,69 @@ def test_interrupt_says_resume_continues_and_refused_resume_names_the_setting(al
     assert "output_format was 'all', now 'top'" in capsys.readouterr().err
     assert main(["embed", str(text), str(out), "--resume", "--no-progress", *_args(allennlp_reference)]) == 0
     assert out.exists()
+
+
+def test_resume_refuses_another_execution_plan_in_one_line(allennlp_reference, text, tmp_path, monkeypatch, capsys):
+    """The parts of an interrupted int8 run were made under one quantization rule: a resume under another
+    (or another precision) would mix them in one file that records only the second."""
+    from pyelmo.embedding import store as embedfile
+
+    out = tmp_path / "out.hdf5"
+    int8 = ["--precision", "int8", "--int8-min-weight", "0", "--no-progress", *_args(allennlp_reference)]
+    with monkeypatch.context() as m:
+        m.setattr(embedfile._Parts, "copy_into", lambda self, filename: (_ for _ in ()).throw(KeyboardInterrupt))
+        assert main(["embed", str(text), str(out), *int8]) == 130
+    capsys.readouterr()
+    other_rule = [*int8[:3], "16", *int8[4:]]
+    for changed, named in ((other_rule, "plan.int8_min_weight was 0, now 16"),
+                           (int8[4:], "plan.precision was 'int8', now 'float32'")):
+        assert main(["embed", str(text), str(out), "--resume", *changed]) == 1
+        err = capsys.readouterr().err
+        assert named in err and "cannot resume" in err and len(err.strip().splitlines()) == 1, err
+    assert main(["embed", str(text), str(out), "--resume", *int8]) == 0  # the same plan continues
+    with h5py.File(out, "r") as f:
+        assert "int8_min_weight=0" in f.attrs["execution_plan"]
+
+
+SENTENCES = [["a"], "the boat stopped near the river bank on a cold and windy day .".split(),
+             "I deposited money in the bank".split(), ["Hello", "world"], "it was open on Monday".split()]
+
+
+def test_sentence_vectors_are_the_mean_over_each_sentences_own_tokens_whatever_the_batch(tiny_model):
+    """pool="mean" gives each sentence the mean of its own tokens' vectors, never of the padding, for any
+    batching: one sentence per batch, fixed padded batches, or token-budget batches."""
+    alone = ElmoEmbedder(tiny_model)
+    expected = [alone.embed_sentence(s).mean(axis=1, dtype=np.float64) for s in SENTENCES]  # (L, D) each
+    for embedder in (ElmoEmbedder(tiny_model, batch_size=1, max_tokens=None),
+                     ElmoEmbedder(tiny_model, batch_size=5, max_tokens=None),  # one batch padded to 14 tokens
+                     ElmoEmbedder(tiny_model, batch_size=2, max_tokens=20)):
+        pooled = list(embedder.embed_sentences(SENTENCES, pool="mean"))
+        assert [p.shape for p in pooled] == [(3, 32)] * len(SENTENCES) and pooled[0].dtype == np.float32
+        for got, want in zip(pooled, expected):
+            np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    # what the pooling avoids: the mean over a padded batch's rows is another vector
+    with torch.inference_mode():
+        padded = alone.model(batch_to_ids(SENTENCES), options=alone.options).layers.numpy()  # (L, B, 14, D)
+    assert np.abs(padded[:, 0].mean(axis=1) - expected[0]).max() > 1e-2
+    assert list(alone.embed_sentences([[]], pool="mean"))[0].tolist() == np.zeros((3, 32)).tolist()
+    with pytest.raises(InputError, match="pool must be"):
+        alone.embed_sentences(SENTENCES, pool="max")
+
+
+@pytest.mark.parametrize("flag,shape", [("--all", (3, 32)), ("--top", (32,)), ("--average", (32,))])
+def test_sentence_vectors_file(allennlp_reference, tiny_model, tmp_path, flag, shape):
+    path = tmp_path / "in.txt"
+    path.write_text("\n".join([*LINES, ""]) + "\n")
+    out = tmp_path / "out.hdf5"
+    assert main(["embed", str(path), str(out), flag, "--sentence-vectors", "--skip-blank-lines",
+                 *_args(allennlp_reference)]) == 0
+    embedder = ElmoEmbedder(tiny_model)
+    with h5py.File(out, "r") as f:
+        assert sorted(f) == ["0", "1", "2", "3", "sentence_to_index"]
+        assert f.attrs["pooling"] == "mean" and f.attrs["output_format"] == flag[2:]
+        for i, line in enumerate(LINES):
+            layers = embedder.embed_sentence(line.split())
+            tokens = {"--all": layers, "--top": layers[-1], "--average": layers.mean(0)}[flag]
+            assert f[str(i)].shape == shape and f[str(i)].dtype == np.float32
+            np.testing.assert_allclose(f[str(i)][...], tokens.mean(axis=-2), atol=1e-5)
+        assert not f["3"][...].any() and f["3"].shape == shape  # a blank line: zeros

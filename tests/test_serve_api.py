@@ -137,6 +137,20 @@ def test_embed_matches_the_embedder(client, service):
                                2.0 * (0.25 * expected[1] + 0.75 * expected[2]), atol=1e-5)
 
 
+def test_embed_sentence_vectors(client, service):
+    """pool=mean: one vector per sentence, the mean over its own tokens (a longer sentence shares the batch)."""
+    sentences = [["The", "bank", "closed", "."], "A second , longer sentence is here ."]
+    expected = next(service.embedder.embed_sentences([sentences[0]], pool="mean"))  # (L, D)
+    body = {"sentences": sentences, "pool": "mean", "encoding": "base64"}
+    for output, layers, want in (("layers", None, expected), ("average", [0, 2], expected[[0, 2]].mean(axis=0))):
+        answer = client.post("/v1/embed", json={**body, "output": output, "layers": layers}).json()
+        item = answer["sentences"][0]
+        got = np.frombuffer(base64.b64decode(item["base64"]), dtype="<f4").reshape(item["shape"])
+        assert answer["pool"] == "mean" and item["shape"] == list(want.shape)
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    assert client.post("/v1/embed", json={"sentences": ["a"], "pool": "max"}).status_code == 422
+
+
 def test_tokenize_neighbours_and_predict(client, service):
     from pyelmo.lm.predict import WordPredictor
     from pyelmo.text.tokenize import tokenize

@@ -108,3 +108,13 @@ def test_shipped_model_is_a_trained_language_model(tmp_path):
     text.write_text("\n".join(" ".join(e.tokens) for e in read_sense_examples(SENSES)) + "\n", encoding="utf-8")
     result = perplexity(SHIPPED["english"].folder, [text])
     assert result.average < 200
+
+
+def test_the_readme_sentence_vectors_example_prints_what_it_shows(capsys):
+    """The README's sentence-vector example, run as it stands, prints its last comment line."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"### Sentence vectors\n.*?```python\n(.*?)```", readme, flags=re.S)
+    exec(compile(code, "README.md", "exec"), {})
+    shown, printed = code.strip().splitlines()[-1].lstrip("# ").split(), capsys.readouterr().out.split()
+    assert [w for w in printed if not _number(w)] == [w for w in shown if not _number(w)], printed
+    assert [float(w) for w in printed if _number(w)] == pytest.approx([float(w) for w in shown if _number(w)], abs=2e-3)

@@ -38,8 +38,11 @@ def test_pipe_over_1000_sentences_sets_the_embedders_vectors(embedder, monkeypat
     docs = list(nlp.pipe(texts, batch_size=250))
     assert calls == [250, 250, 250, 250]  # nlp.pipe's batches: 4 calls, not 1000
     expected = embedder.embed_sentences([[t.text for t in doc] for doc in docs])
-    for doc, layers in zip(docs, expected):
+    pooled = embedder.embed_sentences([[t.text for t in doc] for doc in docs], pool="mean")
+    for doc, layers, sentence_vector in zip(docs, expected, pooled):
         want = layers.mean(axis=0)
+        # doc.vector is the embedder's sentence vector (the layer choice's: here their average)
+        np.testing.assert_allclose(doc.vector, sentence_vector.mean(axis=0), atol=1e-5, rtol=0)
         np.testing.assert_allclose(doc.tensor, want, atol=1e-5, rtol=0)
         np.testing.assert_allclose(np.stack([token.vector for token in doc]), want, atol=1e-5, rtol=0)
         np.testing.assert_allclose(doc.vector, want.mean(axis=0), atol=1e-5, rtol=0)

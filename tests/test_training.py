@@ -257,6 +257,18 @@ def test_torchrun_two_processes_equal_one(corpus, tmp_path):
         assert torch.allclose(a[k], b[k], atol=1e-5, rtol=0), (k, (a[k] - b[k]).abs().max())
 
 
+def test_resume_refuses_another_model_size_in_one_line(trained, tmp_path, capsys):
+    """--resume keeps the run's model: --set lstm.dim=64 is refused, not silently ignored."""
+    import shutil
+
+    run = shutil.copytree(trained[0], tmp_path / "run")
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*"))
+    assert main(["train", "--out", str(run), "--resume", "--set", "lstm.dim=64", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "lstm.dim = 64 cannot apply: the resumed run's model has lstm.dim = 32" in err and "\n" not in err, err
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in run.rglob("*")) == before  # nothing written
+
+
 def test_init_from_and_export(trained, corpus, tmp_path, capfd):
     out, _ = trained
     model_dir = out / "model"

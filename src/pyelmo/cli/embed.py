@@ -11,7 +11,8 @@ DESCRIPTION = """\
 Embed INPUT (one whitespace-tokenized sentence per line, or raw text with --tokenize;
 '-' reads stdin) into OUTPUT, an HDF5 file in the layout of AllenNLP's `elmo` command:
 one float32 dataset per line, keyed by its line index ("0", "1", ...), shaped (layers,
-tokens, dim) with --all or (tokens, dim) with --top / --average, plus
+tokens, dim) with --all or (tokens, dim) with --top / --average (with --sentence-vectors
+one vector per line: (layers, dim) or (dim,), the mean over the line's tokens), plus
 `sentence_to_index` (JSON) unless --forget-sentences. Work is kept in .OUTPUT.parts/
 (one file per 1024 lines) and the output appears only when complete; after an
 interruption, --resume continues where the run stopped. Without --model or
@@ -42,6 +43,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="top layer only, (tokens, dim)")
     fmt.add_argument("--average", dest="output_format", action="store_const", const="average",
                      help="mean of the layers, (tokens, dim)")
+    parser.add_argument("--sentence-vectors", action="store_true",
+                        help="one vector per line instead of per token: the mean over the line's tokens (TF Hub "
+                             "ELMo's `default` output; padding never counts), of the layers --all/--top/--average "
+                             "choose: (layers, dim) or (dim,); OUTPUT records pooling = mean")
     add_model_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, metavar="N",
                         help=f"sentences per batch with --stateful or --max-tokens 0; otherwise sentences are "
@@ -130,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
                                 skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,
                                 progress=not args.no_progress, shard=shard, resume=args.resume,
-                                tokenize=args.tokenize, lang=args.lang)
+                                tokenize=args.tokenize, lang=args.lang,
+                                pool="mean" if args.sentence_vectors else None)
     print(f"wrote {count} sentences to {args.output}")
     return 0

@@ -19,6 +19,22 @@ from pyelmo.runtime.plan import ExecutionPlan
 
 
 
+#: How ``pool`` turns a sentence's token vectors into one vector: ``mean`` over its tokens (``None``: no pooling).
+POOLINGS = ("mean",)
+
+
+def mean_pool(vectors: np.ndarray) -> np.ndarray:
+    """One sentence's vector: the mean of ``vectors`` (``(..., n_tokens, D)``) over its tokens, as TF Hub ELMo's
+    ``default`` output; float32, summed in float64; zeros for a sentence without tokens."""
+    total = vectors.sum(axis=-2, dtype=np.float64)
+    return (total / max(vectors.shape[-2], 1)).astype(np.float32)
+
+
+def check_pool(pool: str | None) -> None:
+    if pool is not None and pool not in POOLINGS:
+        raise InputError(f"pool must be None or one of {', '.join(POOLINGS)}, got {pool!r}")
+
+
 class LanguageWarning(UserWarning):
     """Text of another language than the one the model was trained on."""
 
@@ -34,7 +50,7 @@ def _language_fix(language: str, name: str) -> str:
 
 
 class ElmoEmbedder:
-    """Per-token ELMo vectors from a biLM.
+    """Per-token ELMo vectors from a biLM, and sentence vectors (``embed_sentences(..., pool="mean")``).
 
     ``ElmoEmbedder()`` uses the shipped English model, ``ElmoEmbedder("chinese")`` the shipped Chinese one;
     ``ElmoEmbedder(DIR)`` a native model; ``ElmoEmbedder(OPTIONS, WEIGHTS)`` the released format; anything
@@ -170,8 +186,11 @@ class ElmoEmbedder:
             tokens = self.tokenize(tokens, lang)
         return self.embed_batch([tokens])[0]
 
-    def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None) -> Iterator[np.ndarray]:
-        """Yield one array per sentence, in input order, computing in batches.
+    def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None,
+                        pool: str | None = None) -> Iterator[np.ndarray]:
+        """One array per sentence (an iterator), in input order, computing in batches: ``(L, n_tokens, D)``, or with
+        ``pool="mean"`` one ``(L, D)`` sentence vector (:func:`mean_pool`: the mean over the sentence's own
+        tokens, never over padding, so it does not depend on the batching).
 
         Stateful: batches are ``batch_size`` consecutive sentences. Stateless: sentences
         are sorted by length within a window of ``SORT_WINDOW * batch_size`` sentences and
@@ -179,7 +198,11 @@ class ElmoEmbedder:
         sentences when ``max_tokens`` is None), which wastes no padding and keeps the
         matrix products large for short sentences.
         """
-        batch_size = batch_size or self.batch_size
+        check_pool(pool)
+        vectors = self._batched(sentences, batch_size or self.batch_size)
+        return vectors if pool is None else map(mean_pool, vectors)
+
+    def _batched(self, sentences: Iterable[Sequence[str]], batch_size: int) -> Iterator[np.ndarray]:
         window = batch_size if self.stateful else batch_size * SORT_WINDOW
         for chunk in chunks(sentences, window):
             if self.stateful:
@@ -197,8 +220,9 @@ class ElmoEmbedder:
                    output_format: str = "all", batch_size: int | None = None, forget_sentences: bool = False,
                    use_sentence_keys: bool = False, skip_blank_lines: bool = False, overwrite: bool = False,
                    progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False,
-                   tokenize: bool = False, lang: str | None = None) -> int:
-        """Embed a file of whitespace-tokenized sentences (one per line) into an HDF5 file.
+                   tokenize: bool = False, lang: str | None = None, pool: str | None = None) -> int:
+        """Embed a file of whitespace-tokenized sentences (one per line) into an HDF5 file (``pool="mean"``: one
+        sentence vector per line, ``(L, D)`` or ``(D,)``, instead of the token vectors).
 
         Work goes into ``.OUTPUT.parts/`` (one file per ``SEGMENT_LINES`` input lines, each
         written atomically); the output appears, complete, only at the end. An input error
@@ -215,5 +239,5 @@ class ElmoEmbedder:
         return write_embeddings(self, input_file, output_file, output_format=output_format, batch_size=batch_size,
                                 forget_sentences=forget_sentences, use_sentence_keys=use_sentence_keys,
                                 skip_blank_lines=skip_blank_lines, overwrite=overwrite, progress=progress,
-                                shard=shard, resume=resume, tokenize=tokenize, lang=lang)
+                                shard=shard, resume=resume, tokenize=tokenize, lang=lang, pool=pool)
 

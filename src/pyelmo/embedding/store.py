@@ -1,16 +1,17 @@
 """The embedding file store: HDF5 files of contextual vectors, written resumably.
 
-The HDF5 file is the one AllenNLP's ``elmo`` command writes: one float32 dataset per
-input line keyed by its index (``"0"``, ``"1"``, ...) holding ``(L, n, D)`` (``all``) or
-``(n, D)`` (``top``, ``average``), plus ``sentence_to_index`` (JSON ``{sentence: "i"}``; a
-variable-length string, or above ``SENTENCE_INDEX_VLEN_LIMIT`` bytes a fixed-length one, so
-that memory stays flat for any number of lines; both read back as
-``json.loads(f["sentence_to_index"][0])``). Work goes into parts (one file per
-``SEGMENT_LINES`` input lines) that a resumed run reuses; shards merge into one file.
+The HDF5 file is the one AllenNLP's ``elmo`` command writes: one float32 dataset per input line keyed by
+its index (``"0"``, ``"1"``, ...) holding ``(L, n, D)`` (``all``) or ``(n, D)`` (``top``, ``average``),
+or with sentence vectors (``pool="mean"``) ``(L, D)`` or ``(D,)``, plus ``sentence_to_index`` (JSON
+``{sentence: "i"}``; a variable-length string, or above ``SENTENCE_INDEX_VLEN_LIMIT`` bytes a
+fixed-length one, so that memory stays flat for any number of lines; both read back as
+``json.loads(f["sentence_to_index"][0])``). Work goes into parts (one file per ``SEGMENT_LINES`` input
+lines) that a resumed run reuses; shards merge into one file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from pyelmo.text.batching import chunks
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.errors import InputError, PyelmoError
 from pyelmo.fileio import atomic_writer, check_output_file, write_text_atomic
+from pyelmo.embedding.embedder import check_pool, mean_pool
 from pyelmo.embedding.sentence_index import SentenceIndexOnDisk
 from pyelmo.text.lines import text_lines
 from pyelmo.modelio.weights import model_fingerprint
@@ -60,13 +62,13 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
                      output_format: str = "all", batch_size: int | None = None, forget_sentences: bool = False,
                      use_sentence_keys: bool = False, skip_blank_lines: bool = False, overwrite: bool = False,
                      progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False,
-                     tokenize: bool = False, lang: str | None = None) -> int:
+                     tokenize: bool = False, lang: str | None = None, pool: str | None = None) -> int:
     """``ElmoEmbedder.embed_file``: embed a file of sentences with ``embedder`` (see there).
 
-    The output's root attributes record how it was made: ``pyelmo_version``,
-    ``output_format``, ``precision``, ``stateful``, ``tokenize`` (with it, ``lang``), ``model_sha1``
-    (the weights' fingerprint), ``execution_plan`` (the plan's summary) and ``kernels_used`` (JSON:
-    the kernel each product shape ran with).
+    The output's root attributes record how it was made: ``pyelmo_version``, ``output_format``, ``pooling``
+    (``mean`` or ``none``), ``precision``, ``stateful``, ``tokenize`` (with it, ``lang``), ``model_sha1`` (the
+    weights' fingerprint), ``execution_plan`` (the plan's summary) and ``kernels_used`` (JSON: the kernel each
+    product shape ran with).
     """
     from pyelmo.text.tokenize import check_lang
 
@@ -75,6 +77,7 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
     lang = (lang or "auto") if tokenize else None
     if lang is not None:
         check_lang(lang)  # a missing segmenter fails here, before any work
+    check_pool(pool)
     if output_format not in OUTPUT_FORMATS:
         raise InputError(f"output format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
     output = check_output_file(output_file, overwrite)
@@ -84,8 +87,8 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
         raise InputError("--resume cannot continue a --stateful run (the carried LSTM states are not saved)")
     if resume and (not isinstance(input_file, (str, os.PathLike)) or str(input_file) == "-"):
         raise InputError("--resume needs an input file, not a stream")
-    settings = {"output_format": output_format, "forget_sentences": forget_sentences, "shard": shard,
-                "precision": embedder.options.precision,
+    settings = {"output_format": output_format, "pooling": pool or "none", "forget_sentences": forget_sentences,
+                "shard": shard, "precision": embedder.options.precision, **_plan_settings(embedder.options),
                 "use_sentence_keys": use_sentence_keys, "skip_blank_lines": skip_blank_lines, "tokenize": tokenize,
                 "lang": lang,
                 "segment_lines": SEGMENT_LINES}  # the parts of an earlier version may be of another size
@@ -120,7 +123,7 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
                 bar.update(len(kept))
             else:
                 vectors = embedder.embed_sentences([split(index, text) for _, index, text in kept], batch_size)
-                parts.write(segment, ((key, _select(emb, output_format)) for (key, _, _), emb in
+                parts.write(segment, ((key, _select(emb, output_format, pool)) for (key, _, _), emb in
                                       zip(kept, _counted(vectors, bar))))
             count += len(kept)
         tmp = parts.dir / "output.tmp"
@@ -128,7 +131,8 @@ def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_
         parts.copy_into(tmp)
         if sentence_to_index is not None:
             sentence_to_index.write_to(tmp)
-        _record_provenance(tmp, {"output_format": output_format, "precision": settings["precision"],
+        _record_provenance(tmp, {"output_format": output_format, "pooling": settings["pooling"],
+                                 "precision": settings["precision"],
                                  "stateful": embedder.stateful, "tokenize": tokenize,
                                  **({"lang": lang} if tokenize else {}),
                                  "model_sha1": fingerprint["model"], **plan_attributes(embedder.options)})
@@ -155,6 +159,12 @@ def plan_attributes(options) -> dict[str, str]:
         return {}
     used = {f"rows<={rows} weight={w[0]}x{w[1]}": kernel for (rows, w), kernel in sorted(options.products.decisions.items())}
     return {"execution_plan": options.plan.summary(), "kernels_used": json.dumps(used)}
+
+
+def _plan_settings(options) -> dict:
+    """The execution plan's every field (precision and its settings: the int8 rule, the kernels, ...), which a
+    resumed run must repeat: the output records one plan for all its lines."""
+    return {} if options.plan is None else {f"plan.{k}": v for k, v in dataclasses.asdict(options.plan).items()}
 
 
 def _record_provenance(filename: Path, attributes: dict) -> None:
@@ -192,13 +202,14 @@ def _counted(vectors: Iterable[np.ndarray], bar) -> Iterator[np.ndarray]:
 SEGMENT_LINES = 1024
 
 
-def _select(emb: np.ndarray, output_format: str) -> np.ndarray:
-    """The stored array for one sentence: all layers, the top one, or their mean, as float32."""
+def _select(emb: np.ndarray, output_format: str, pool: str | None = None) -> np.ndarray:
+    """The stored array for one sentence: all layers, the top one, or their mean, as float32; with ``pool``
+    the sentence vector of that (:func:`~pyelmo.embedding.embedder.mean_pool`)."""
     if output_format == "top":
         emb = emb[-1]
     elif output_format == "average":
         emb = emb.mean(axis=0)
-    return emb.astype(np.float32, copy=False)
+    return mean_pool(emb) if pool else emb.astype(np.float32, copy=False)
 
 
 def _fingerprint(input_file, model: str, settings: dict) -> dict:

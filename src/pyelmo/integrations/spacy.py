@@ -6,6 +6,9 @@
     doc[1].vector, doc.tensor, doc._.elmo          # (dim,), (n_tokens, dim), (n_tokens, dim)
     doc[1].similarity(nlp("The river bank.")[2])   # cosine of the two contextual vectors
 
+``doc.vector`` (a span's likewise) is the mean of its tokens' vectors: the sentence vector of
+``ElmoEmbedder.embed_sentences(..., pool="mean")`` (TF Hub ELMo's ``default``) for the chosen layer.
+
 ``model``: anything ``pyelmo.load`` takes (a released name, a directory, a URL; ``null``:
 the shipped English model); it is loaded when the component is made, so a bad name fails at
 ``add_pipe``. ``layer``: ``"average"`` (mean of the layers), ``"top"``, or a

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from fastapi.responses import Response
 
+from pyelmo.embedding.embedder import mean_pool
 from pyelmo.errors import InputError
 from pyelmo.evaluation.senses import find_word
 from pyelmo.serve.errors import ApiError, AsciiJSONResponse
@@ -109,6 +110,8 @@ class Api:
                     chosen = chosen.mean(axis=0)
                 elif body.output == "mix":
                     chosen = body.gamma * np.tensordot(weights, chosen, axes=1)
+                if body.pool == "mean":
+                    chosen = mean_pool(chosen)
                 chosen = np.ascontiguousarray(chosen, dtype="<f4")
                 item: dict[str, Any] = {"tokens": toks, "shape": list(chosen.shape)}
                 if body.encoding == "base64":
@@ -118,7 +121,7 @@ class Api:
                 results.append(item)
             return AsciiJSONResponse(None).render({
                 "model": self.service.model_info["id"], "layers": layers, "output": body.output,
-                "dtype": "float32", "encoding": body.encoding,
+                "pool": body.pool, "dtype": "float32", "encoding": body.encoding,
                 "rounding": JSON_ROUNDING if body.encoding == "json" else "exact little-endian float32",
                 "sentences": results})
 

@@ -45,6 +45,9 @@ class EmbedRequest(_Request):
     mix_weights: list[Bounded] | None = Field(None, description="with output=mix: one weight per chosen layer "
                                                                 "(before the softmax), each within +-1000")
     gamma: Bounded = Field(1.0, description="scale of the mix, within +-1000")
+    pool: Literal["none", "mean"] = Field(
+        "none", description="`mean`: one vector per sentence, the mean of `output` over the sentence's tokens "
+                            "(TF Hub ELMo's `default`): shape (layers, dim) with output=layers, else (dim,)")
     encoding: Literal["json", "base64"] = Field(
         "json", description="`json`: nested lists of floats rounded to `decimals` decimal places; "
                             "`base64`: the exact little-endian float32 bytes, C order, of `shape`")

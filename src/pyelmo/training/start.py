@@ -12,6 +12,7 @@ distribution; ``train.freeze_bilm_steps`` steps then train the softmax alone (do
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -19,6 +20,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from pyelmo.config import ElmoConfig
+from pyelmo.errors import ConfigError
 from pyelmo.lm.model import LanguageModel
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.lm.text import TokenizedText
@@ -31,6 +34,8 @@ DEFAULT_FREEZE_STEPS = 200
 LOGIT_STD = 0.5
 #: ``source["softmax"]`` of a source whose own softmax continues (else a new one was built).
 SOFTMAX_CONTINUED = "continued from the source"
+#: The way to another model size than a continued model's.
+NEW_MODEL = "train a new model without --init-from"
 
 
 @dataclass
@@ -52,12 +57,27 @@ class Start:
     built_softmax: bool = False  # the softmax is new: initialise it from the data (``init_softmax``)
 
 
+def check_shape(stated: ElmoConfig | None, source: ElmoConfig, whose: str, instead: str) -> None:
+    """A continued model keeps its shape: each model field the configuration sets (``stated``: its fields that
+    differ from the defaults; the character-id count aside) must be the model's (``source``, ``whose`` in the
+    message), or ``ConfigError`` (naming ``instead``, the way to another size)."""
+    for section in ("char_cnn", "lstm") if stated is not None else ():
+        for f in dataclasses.fields(getattr(stated, section)):
+            want, have, default = (getattr(getattr(c, section), f.name) for c in (stated, source, ElmoConfig()))
+            if f.name != "n_characters" and want != default and want != have:
+                raise ConfigError(f"{section}.{f.name} = {want!r} cannot apply: {whose} has {section}.{f.name} = "
+                                  f"{have!r} (a continued model keeps its size): drop the setting (and any "
+                                  f"[{section}] section or preset), or {instead}")
+
+
 def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[], Vocabulary],
-               given_vocab: Vocabulary | None, dropout: float, new_softmax: bool = False) -> Start:
+               given_vocab: Vocabulary | None, dropout: float, new_softmax: bool = False,
+               stated: ElmoConfig | None = None) -> Start:
     """The first model of a run continued from ``model`` (anything ``--model`` accepts; ``weight_file``:
     the HDF5 file of a bilm-tf options file ``model``). A new softmax is over ``run_vocab()`` (``vocab.path``
     or built from the training text); a source's own softmax comes with its vocabulary, which a
-    ``given_vocab`` (``vocab.path``) must equal."""
+    ``given_vocab`` (``vocab.path``) must equal. A model size the configuration states (``stated``) must be
+    the source's (:func:`check_shape`)."""
     from pyelmo.modelio.resolve import REMOTE_KINDS, resolve_model
     from pyelmo.modelio.weights import model_fingerprint
 
@@ -66,13 +86,16 @@ def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[
     if continued:
         lm = LanguageModel.from_pretrained(source, dropout=dropout)
         vocab = lm.vocab
+        check_shape(stated, lm.bilm.config, f"the model continued from {source.name}", NEW_MODEL)
         if given_vocab is not None and given_vocab.words != vocab.words:
             raise DataError(f"the vocabulary given differs from {source.name}'s ({source.folder / 'vocab.txt'}: one "
                             "softmax row per word): drop --vocab to continue with it, or add --new-softmax to build a "
                             "softmax over the new vocabulary")
         bilm, softmax = lm.bilm, SOFTMAX_CONTINUED
     else:
-        bilm = BiLM.from_pretrained(source).with_dropout(dropout)
+        bilm = BiLM.from_pretrained(source)
+        check_shape(stated, bilm.config, f"the model continued from {source.name}", NEW_MODEL)
+        bilm = bilm.with_dropout(dropout)
         vocab = run_vocab()
         lm = LanguageModel(bilm.config, len(vocab), dropout=dropout, bilm=bilm)
         softmax = "built over the run's vocabulary"
@@ -139,7 +162,6 @@ def describe(source: dict[str, Any] | None, freeze: int) -> list[str]:
 def resume_model(run: dict[str, Any], vocab: Vocabulary, dropout: float) -> LanguageModel:
     """The model a run folder's checkpoint loads into: built from its ``run.json`` (``model_options``), or,
     for a biLM continued from ELMoForManyLangs (their lexicons), from the recorded source again."""
-    from pyelmo.config import ElmoConfig
 
     source = run.get("source") or {}
     if source.get("format") == "elmoformanylangs":
@@ -157,7 +179,10 @@ def starting_point(config: TrainConfig, train_files: Sequence[str], init: InitFr
     dropout = config.train.dropout
     if run is not None:
         vocab = Vocabulary.load(out / "vocab.txt")
-        return Start(resume_model(run, vocab, dropout), vocab, run.get("source"))
+        model = resume_model(run, vocab, dropout)
+        check_shape(config.model_config(), model.bilm.config, "the resumed run's model",
+                    "start a new run without --resume")
+        return Start(model, vocab, run.get("source"))
     given = Vocabulary.load(config.vocab.path) if config.vocab.path else None
 
     def run_vocab() -> Vocabulary:
@@ -165,7 +190,8 @@ def starting_point(config: TrainConfig, train_files: Sequence[str], init: InitFr
 
     torch.manual_seed(config.train.seed)
     if init is not None:
-        return load_start(init.model, init.weight_file, run_vocab, given, dropout, init.new_softmax)
+        return load_start(init.model, init.weight_file, run_vocab, given, dropout, init.new_softmax,
+                          config.model_config())
     vocab = run_vocab()
     return Start(LanguageModel(config.model_config(), len(vocab), dropout=dropout, init_std=config.softmax.init_std),
                  vocab)
