@@ -51,7 +51,8 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
     predictor = None
     if weight_file is None:
         predictor = _load_predictor(model)
-    corpus = SampleCorpus.load(embedder, embedder.options.plan.cache_key(fingerprint), cache_dir)  # each precision apart
+    corpus = SampleCorpus.load(embedder, embedder.options.plan.cache_key(fingerprint), cache_dir,  # each precision apart
+                               lang=lang)
     config = embedder.model.config
     info = {
         "id": fingerprint[:12],
