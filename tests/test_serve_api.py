@@ -416,6 +416,36 @@ def test_the_corpus_vectors_are_cached(service, tmp_path):
     assert Counting.calls == 2 and len(list(tmp_path.glob("neighbours-*.npz"))) == 2
 
 
+def test_the_page_language_follows_lang():
+    """--lang zh serves the page in Chinese (its <html lang> names the message table); others in English."""
+    from pyelmo.serve.app import _static_dir, page_html
+
+    english = (_static_dir() / "index.html").read_text(encoding="utf-8")
+    assert '<html lang="en">' in english
+    assert page_html(_static_dir(), "auto") == page_html(_static_dir(), "ja") == english
+    assert page_html(_static_dir(), "zh") == english.replace('<html lang="en">', '<html lang="zh-CN">')
+
+
+def test_the_chinese_sample_corpus_is_segmented_as_the_server_segments():
+    """--lang zh adds the Chinese sample corpus to the English one; its tokens are jieba's, so the words
+    of a Chinese sentence typed on the page find their contexts there."""
+    pytest.importorskip("jieba")
+    from collections import Counter
+
+    from pyelmo.evaluation.senses import read_sense_examples
+    from pyelmo.serve.neighbours import sample_corpus_path, sample_corpus_paths
+    from pyelmo.text.tokenize import tokenize
+
+    assert sample_corpus_paths("auto") == sample_corpus_paths("en") == [sample_corpus_path()]
+    english, chinese = sample_corpus_paths("zh")
+    assert english == sample_corpus_path() and chinese.name == "sample_corpus_zh.tsv"
+    examples = read_sense_examples(chinese)
+    for example in examples:
+        assert tokenize("".join(example.tokens), "zh") == list(example.tokens), example
+    senses = Counter((e.word, e.sense) for e in examples)
+    assert len({word for word, _ in senses}) == 8 and set(senses.values()) == {5}, senses
+
+
 # ---------------------------------------------------------------------------- schema fuzz
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -12,6 +13,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -140,12 +142,35 @@ def _bank_separation(embedder) -> dict[str, dict[str, float]]:
     return {"same": found.within, "different": found.across}
 
 
-def test_the_page_opens_on_the_bank_comparison(server, tmp_path):
-    """On load, with no click: "bank" of sentence 1 chosen, its similarity to sentence 2's per layer and
-    the sense bars shown (the screenshot of docs/serve.png); each example button chooses its word."""
+@contextmanager
+def _browser_page(url: str, errors: list[str]):
+    """The page at ``url`` in a headless Chromium (1280 x 900); its script and console errors go to ``errors``."""
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
         pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
     playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(url + "/")
+            yield page
+        finally:
+            browser.close()
+
+
+def _narrow_overflow(page, path: Path) -> int:
+    """How far the page is wider than a phone's screen (390 px), with its screenshot at ``path``."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    page.screenshot(path=str(path), full_page=True)
+    return overflow
+
+
+def test_the_page_opens_on_the_bank_comparison(server, tmp_path):
+    """On load, with no click: "bank" of sentence 1 chosen, its similarity to sentence 2's per layer and
+    the sense bars shown (the screenshot of docs/serve.png); each example button chooses its word."""
     from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.evaluation.demo import SEED_PAIRS, similarity_rows
     from pyelmo.fileio import write_bytes_atomic
@@ -156,49 +181,44 @@ def test_the_page_opens_on_the_bank_comparison(server, tmp_path):
     separation = _bank_separation(embedder)
     done = "() => document.getElementById('status').textContent === 'Showing \"{}\".'"
     errors: list[str] = []
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.goto(server + "/")
-            page.wait_for_function(done.format("bank"), timeout=60_000)
-            for selector in ("#heatmap td.cell", "#senses rect.bar", ".prediction-list li", "#neighbours li",
-                             "#projection circle", "#senses-query td"):
-                page.wait_for_selector(selector)
-            chosen = page.eval_on_selector_all(".token.chosen", "els => els.map(e => [e.dataset.sentence, e.textContent])")
-            cells = page.eval_on_selector_all("#heatmap td.cell", "els => els.map(e => [e.dataset.layer, e.textContent])")
-            bars = page.eval_on_selector_all("#senses rect.bar",
-                                             "els => els.map(e => [e.dataset.kind, e.dataset.layer, +e.dataset.value])")
-            in_view = page.evaluate("document.getElementById('heatmap').getBoundingClientRect().top < innerHeight")
-            status = page.text_content("#status")
-            screenshot = page.screenshot(full_page=True)
-            # each example button loads its sentences and chooses its word in sentence 1
-            examples = {}
-            for name in ("apple", "play", "bank"):
-                page.click(f'.example[data-example="{name}"]')
-                page.wait_for_function(done.format(name), timeout=60_000)
-                examples[name] = page.evaluate("""() => [document.querySelectorAll('#tokens .sentence').length,
-                    [...document.querySelectorAll('.token.chosen')].map(e => [e.dataset.sentence, e.textContent]),
-                    document.querySelectorAll('#heatmap td.cell').length,
-                    document.getElementById('senses-word').textContent]""")
-            # the keyboard alone: focus the other sentence's "bank" and press Enter
-            page.focus('.token[data-sentence="1"]:text-is("bank")')
-            page.keyboard.press("Enter")
-            page.wait_for_function("document.getElementById('word-title').textContent.includes('sentence 2')")
-            page.wait_for_function(done.format("bank"))
-            keyboard_cells = page.eval_on_selector_all("#heatmap td.cell", "els => els.map(e => e.textContent)")
-            # a narrow (phone) screen: nothing wider than the viewport
-            page.set_viewport_size({"width": 390, "height": 844})
-            overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-            page.screenshot(path=str(tmp_path / "serve-narrow.png"), full_page=True)
-        finally:
-            browser.close()
+    with _browser_page(server, errors) as page:
+        page.wait_for_function(done.format("bank"), timeout=60_000)
+        for selector in ("#heatmap td.cell", "#senses rect.bar", ".prediction-list li", "#neighbours li",
+                         "#projection circle", "#senses-query td"):
+            page.wait_for_selector(selector)
+        chosen = page.eval_on_selector_all(".token.chosen", "els => els.map(e => [e.dataset.sentence, e.textContent])")
+        cells = page.eval_on_selector_all("#heatmap td.cell", "els => els.map(e => [e.dataset.layer, e.textContent])")
+        bars = page.eval_on_selector_all("#senses rect.bar",
+                                         "els => els.map(e => [e.dataset.kind, e.dataset.layer, +e.dataset.value])")
+        in_view = page.evaluate("document.getElementById('heatmap').getBoundingClientRect().top < innerHeight")
+        status = page.text_content("#status")
+        texts = page.evaluate("""() => [document.documentElement.lang, document.title,
+            ...['#input-title', '#tokens-title', 'h3', 'footer'].map(s => document.querySelector(s).textContent)]""")
+        screenshot = page.screenshot(full_page=True)
+        # each example button loads its sentences and chooses its word in sentence 1
+        examples = {}
+        for name in ("apple", "play", "bank"):
+            page.click(f'.example[data-example="{name}"]')
+            page.wait_for_function(done.format(name), timeout=60_000)
+            examples[name] = page.evaluate("""() => [document.querySelectorAll('#tokens .sentence').length,
+                [...document.querySelectorAll('.token.chosen')].map(e => [e.dataset.sentence, e.textContent]),
+                document.querySelectorAll('#heatmap td.cell').length,
+                document.getElementById('senses-word').textContent]""")
+        # the keyboard alone: focus the other sentence's "bank" and press Enter
+        page.focus('.token[data-sentence="1"]:text-is("bank")')
+        page.keyboard.press("Enter")
+        page.wait_for_function("document.getElementById('word-title').textContent.includes('sentence 2')")
+        page.wait_for_function(done.format("bank"))
+        keyboard_cells = page.eval_on_selector_all("#heatmap td.cell", "els => els.map(e => e.textContent)")
+        overflow = _narrow_overflow(page, tmp_path / "serve-narrow.png")  # a phone: nothing wider than it
     (tmp_path / "serve.png").write_bytes(screenshot)
     write_bytes_atomic(SCREENSHOT, screenshot)
     assert chosen == [["0", "bank"]], chosen
     assert status == 'Showing "bank".' and in_view  # the comparison, not "Tokenizing...", in the first screen
+    assert [" ".join(text.split()) for text in texts] == [  # the English page as it was
+        "en", "pyelmo: contextual word vectors", "1. Sentences", "2. Click a word",
+        'How the layers separate the senses of "bank"',
+        "JSON API: /v1/embed, /v1/similarity, /v1/neighbours, /v1/predict; schema at /openapi.json."], texts
     shown = dict(cells)
     assert set(shown) == set(expected), shown
     for name, value in expected.items():
@@ -213,4 +233,97 @@ def test_the_page_opens_on_the_bank_comparison(server, tmp_path):
     assert keyboard_cells == [c for _, c in cells]  # the same pair, seen from the other sentence
     assert overflow <= 0, overflow
     assert not errors, errors
+    assert len(screenshot) > 10_000
+
+
+#: The Chinese page's picture (`pyelmo serve --lang zh`), rewritten by its browser test as docs/serve.png is.
+SCREENSHOT_ZH = SCREENSHOT.with_name("serve-zh.png")
+
+#: Every text the reader sees or hears, less the model's predicted words (which are in its vocabulary's language).
+SEEN_TEXT = """() => {
+  const body = document.body.cloneNode(true);
+  body.querySelectorAll(".prediction-list .word, script").forEach((node) => node.remove());
+  const attributes = [...document.querySelectorAll("[title], [aria-label]")]
+    .map((node) => `${node.getAttribute("title") || ""} ${node.getAttribute("aria-label") || ""}`);
+  return [document.title, body.textContent, ...attributes].join("\\n");
+}"""
+
+
+@pytest.fixture(scope="module")
+def chinese_server(cache):
+    """``pyelmo serve --lang zh`` on --lang zh's model, or on the model folder $PYELMO_TEST_ZH_MODEL."""
+    model = os.environ.get("PYELMO_TEST_ZH_MODEL")
+    proc, url, log = _start(cache, "--lang", "zh", *(["--model", model] if model else []))
+    yield url
+    assert _stop(proc) == 0, log.read_text()
+
+
+def _shows(page, text: str) -> None:
+    page.wait_for_function("(text) => document.getElementById('status').textContent === text", arg=text,
+                           timeout=60_000)
+
+
+def test_the_chinese_page_speaks_chinese_and_opens_on_its_first_example(chinese_server, tmp_path):
+    """--lang zh: the page's texts are its Chinese table's, no English one is seen, and on load the first
+    Chinese example (苹果) is compared as the English page compares "bank" (docs/serve-zh.png)."""
+    from pyelmo.fileio import write_bytes_atomic
+
+    models = json.loads(urllib.request.urlopen(chinese_server + "/v1/models", timeout=30).read())["models"][0]
+    errors: list[str] = []
+    with _browser_page(chinese_server, errors) as page:
+        tables, examples = page.evaluate("() => [MESSAGES, EXAMPLES.zh]")
+        zh, (first, second) = tables["zh"], examples[:2]
+        _shows(page, zh["showing"].format(word=first["word"]))
+        for selector in ("#heatmap td.cell", "#senses rect.bar", ".prediction-list li", "#neighbours li",
+                         "#projection circle", "#senses-query td"):
+            page.wait_for_selector(selector)
+        lang = page.evaluate("document.documentElement.lang")
+        fixed = page.eval_on_selector_all("[data-t]", "els => els.map(e => [e.dataset.t, e.textContent])")
+        chosen = page.eval_on_selector_all(".token.chosen", "els => els.map(e => [e.dataset.sentence, e.textContent])")
+        cells = page.eval_on_selector_all("#heatmap td.cell", "els => els.map(e => [e.dataset.layer, e.textContent])")
+        heads = page.eval_on_selector_all("#heatmap th[scope=col]", "els => els.map(e => e.textContent)")
+        bars = page.eval_on_selector_all("#senses rect.bar",
+                                         "els => els.map(e => [e.dataset.kind, e.dataset.layer, +e.dataset.value])")
+        seen = page.evaluate(SEEN_TEXT)
+        screenshot = page.screenshot(full_page=True)
+        page.click(f'.example[data-example="{second["word"]}"]')  # another example: its word, chosen
+        _shows(page, zh["showing"].format(word=second["word"]))
+        title = page.text_content("#word-title")
+        clean = list(errors)  # Chromium logs the 422 below as an error
+        page.fill("#sentences", "好，" * 60)  # over --max-tokens: the API's error, told in the page's words
+        page.click("#analyse")
+        page.wait_for_selector("#status.error")
+        refused = page.text_content("#status")
+        overflow = _narrow_overflow(page, tmp_path / "serve-zh-narrow.png")
+    (tmp_path / "serve-zh.png").write_bytes(screenshot)
+    write_bytes_atomic(SCREENSHOT_ZH, screenshot)
+    assert set(zh) == set(tables["en"])  # one key set, every text in both languages
+    assert lang == "zh-CN" and fixed and all(text == zh[key] for key, text in fixed), fixed
+    # no English text is left: the Latin words seen are names (pyelmo, the API's paths, the model's id and
+    # source) or ones the Chinese table itself uses (JSON, PCA, word2vec, Ctrl+Enter)
+    for data in (models["source"], models["id"]):
+        seen = seen.replace(data, "")
+    allowed = {"pyelmo", "v1", "embed", "similarity", "neighbours", "predict", "openapi", "json"}
+    allowed |= {w for text in zh.values() for w in re.findall(r"[A-Za-z]\w*", re.sub(r"\{\w+\}", "", text))}
+    assert set(re.findall(r"[A-Za-z]\w*", seen)) <= allowed, set(re.findall(r"[A-Za-z]\w*", seen)) - allowed
+    # the comparison on load: the first example's word in sentence 1, against sentence 2, as the API has it
+    assert chosen == [["0", first["word"]]], chosen
+    status, answer = _post(chinese_server, "/v1/similarity", {"sentences": first["sentences"], "word": first["word"]})
+    assert status == 200
+    expected = answer["pairs"][0]["by_layer"]
+    assert {name: float(text) for name, text in cells} == pytest.approx(expected, abs=0.0005 + 1e-6)
+    assert heads == [zh["sentenceColumn"]] + [f"第 {n} 层" for n in range(len(expected) - 1)] + [zh["average"]]
+    status, answer = _post(chinese_server, "/v1/neighbours", {"sentence": first["sentences"][0], "word": first["word"]})
+    senses = answer["senses"]  # the Chinese sample corpus has its senses
+    assert status == 200 and set(senses["contexts"]) == {"苹果/水果", "苹果/公司"}, answer
+    found = {(kind, layer): value for kind, layer, value in bars}
+    assert found == pytest.approx({(kind, layer): senses[f"{kind}_sense" if kind == "same" else "different_senses"][layer]
+                                   for kind, layer in found}, abs=1e-4)
+    assert len(found) == 2 * len(expected)
+    assert title == zh["wordInSentence"].format(word=second["word"], n=1), title
+    status, answer = _post(chinese_server, "/v1/tokenize", {"sentences": ["好，" * 60]})
+    assert status == 422 and refused == zh["requestError"].format(
+        where=zh["fieldPrefix"].format(field=answer["error"]["field"]), message=answer["error"]["message"]), refused
+    assert overflow <= 0, overflow
+    assert not clean and len(errors) == 1 and "422" in errors[0], errors
     assert len(screenshot) > 10_000

@@ -22,6 +22,8 @@ Concurrent requests are batched into one biLM call (the first waits at most
 --max-wait-ms for others). Requests over the limits get a 4xx JSON error naming the
 field. Raw-text sentences are split into words as --lang says (Chinese, Japanese and
 Thai by a word segmenter, an optional extra); lists of tokens are taken as they are.
+With --lang zh the page is in Chinese and opens on a Chinese example, and the sample
+corpus has Chinese sentences besides the English ones.
 SIGTERM (or Ctrl-C) stops accepting connections, finishes the requests in
 flight and exits 0. The sample corpus's vectors are computed at start and cached in
 $PYELMO_SERVE_CACHE (default ~/.cache/pyelmo/serve). Needs the `serve` extra:

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.responses import FileResponse
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from pyelmo.serve.endpoints import Api
@@ -24,6 +24,10 @@ from pyelmo.serve.service import Service, build_service
 
 #: The environment variable holding ``app_from_settings``'s settings (JSON) for worker processes.
 SETTINGS_VARIABLE = "PYELMO_SERVE_SETTINGS"
+
+#: The page's language (its ``<html lang>``, naming its message table in static/messages.js) for each
+#: --lang that has one; the page is English for any other.
+PAGE_LANGUAGES = {"zh": "zh-CN"}
 
 
 def create_app(service: Service) -> FastAPI:
@@ -47,10 +51,11 @@ def create_app(service: Service) -> FastAPI:
     static = _static_dir()
     app.mount("/static", StaticFiles(directory=static), name="static")
     api = Api(service)
+    html = page_html(static, service.lang)
 
     @app.get("/", include_in_schema=False)
     async def page():
-        return FileResponse(static / "index.html", media_type="text/html")
+        return HTMLResponse(html)
 
     @app.get("/health")
     async def health() -> dict:
@@ -82,6 +87,12 @@ def create_app(service: Service) -> FastAPI:
 
 def _static_dir() -> Path:
     return Path(str(resources.files("pyelmo.serve") / "static"))
+
+
+def page_html(static: Path, lang: str) -> str:
+    """The page for a server tokenizing as ``lang``: index.html in the language of ``PAGE_LANGUAGES``."""
+    html = (static / "index.html").read_text(encoding="utf-8")
+    return html.replace('<html lang="en">', f'<html lang="{PAGE_LANGUAGES.get(lang, "en")}">', 1)
 
 
 def app_from_settings(settings: dict) -> FastAPI:

@@ -2,7 +2,9 @@
 
 About 290 short sentences (``data/sample_corpus.tsv``): the nearest-sense test sentences,
 the demo's "bank" contexts and more written for pyelmo, each using one of 16 ambiguous
-words in one of two senses. Every token's vectors are computed once per model and kept
+words in one of two senses. A server tokenizing Chinese (``--lang zh``) has 80 Chinese ones
+as well (``data/sample_corpus_zh.tsv``: 8 words such as 苹果, two senses each, segmented as
+jieba segments them), so that the Chinese page's words have their contexts. Every token's vectors are computed once per model and kept
 in ``user_cache_dir("serve")`` as an ``.npz`` keyed by the model fingerprint and the
 corpus text, so a restart with the same model reads them back instead of recomputing.
 """
@@ -32,8 +34,19 @@ def default_cache_dir() -> Path:
     return user_cache_dir("serve", "PYELMO_SERVE_CACHE")
 
 
-def sample_corpus_path() -> Path:
-    return Path(str(resources.files("pyelmo.serve") / "data" / "sample_corpus.tsv"))
+#: The sample corpus of a language besides the English one, by --lang.
+LANGUAGE_CORPORA = {"zh": "sample_corpus_zh.tsv"}
+
+
+def sample_corpus_path(lang: str = "en") -> Path:
+    """The English sample corpus, or ``lang``'s own (``LANGUAGE_CORPORA``)."""
+    return Path(str(resources.files("pyelmo.serve") / "data" / LANGUAGE_CORPORA.get(lang, "sample_corpus.tsv")))
+
+
+def sample_corpus_paths(lang: str = "auto") -> list[Path]:
+    """The corpus files of a server tokenizing as ``lang``: the English one (every server keeps its
+    contexts) and ``lang``'s own when it has one."""
+    return [sample_corpus_path()] + ([sample_corpus_path(lang)] if lang in LANGUAGE_CORPORA else [])
 
 
 @dataclass(frozen=True)
@@ -56,13 +69,15 @@ class SampleCorpus:
 
     @classmethod
     def load(cls, embedder, fingerprint: str, cache_dir: str | Path | None = None,
-             path: str | Path | None = None) -> "SampleCorpus":
-        """Read the corpus and its vectors from the cache, or compute (and cache) them."""
-        path = Path(path) if path is not None else sample_corpus_path()
-        examples = read_sense_examples(path)
+             path: str | Path | None = None, lang: str = "auto") -> "SampleCorpus":
+        """Read the corpus (``path``, default the files of ``sample_corpus_paths(lang)``) and its vectors
+        from the cache, or compute (and cache) them."""
+        paths = [Path(path)] if path is not None else sample_corpus_paths(lang)
+        examples = [e for p in paths for e in read_sense_examples(p)]
         key = hashlib.sha1(CACHE_VERSION.encode())
         key.update(fingerprint.encode())
-        key.update(path.read_bytes())
+        for p in paths:
+            key.update(p.read_bytes())
         cache_file = Path(cache_dir if cache_dir is not None else default_cache_dir()) / \
             f"neighbours-{key.hexdigest()[:20]}.npz"
         n_tokens = sum(len(e.tokens) for e in examples)

@@ -1,12 +1,9 @@
 // pyelmo serve: the page. Plain JavaScript, no dependencies; every request goes to this server's JSON API.
 "use strict";
 
-// Each example's sentences and the word chosen when it is loaded (its first occurrence).
-const EXAMPLES = {
-  bank: {word: "bank", sentences: ["I deposited money in the bank.", "The boat stopped near the river bank."]},
-  apple: {word: "apple", sentences: ["I ate an apple.", "Apple released a new iPhone."]},
-  play: {word: "play", sentences: ["Children play in the park.", "The actor will play a role.", "I want to play music."]},
-};
+// The page's language (set by the server from --lang): its texts and examples (messages.js).
+const LANG = document.documentElement.lang.startsWith("zh") ? "zh" : "en";
+const TEXT = MESSAGES[LANG];
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
 const SAMPLE_COLOURS = ["#9aa5b1", "#c9b07a", "#d9d9d9"];
 const SAME_COLOUR = "#2ca02c", DIFFERENT_COLOUR = "#8c8c8c";  // as pyelmo demo's bars
@@ -19,16 +16,40 @@ let chosenWord = null;
 let modelDim = null;        // the served model's vector size
 let ticket = 0;            // the latest choice: answers to an earlier one are dropped
 
+// The text `key` of the page's language, its {name}s filled from `values`.
+function t(key, values) {
+  return TEXT[key].replace(/\{(\w+)\}/g, (_, name) => String(values[name]));
+}
+
+// A layer's name as the API gives it ("layer 0", "average"), in the page's language.
+function layerName(name) {
+  const n = /^layer (\d+)$/.exec(name);
+  return n ? t("layer", {n: n[1]}) : name === "average" ? t("average") : name;
+}
+
+const quoted = (word) => t("quoted", {word});
+// A sample corpus sense as the API gives it ("word/sense", or "other": another word's sentence), and its
+// sense alone.
+const senseName = (sense) => (sense === "other" ? t("otherSense") : sense);
+const shortSense = (sense) => sense.split("/").pop();
+
+// The API's answer; a failure throws an Error whose message says so in the page's language (with the
+// API's own English message inside).
 async function api(path, body) {
-  const response = await fetch(path, {
-    method: body === undefined ? "GET" : "POST",
-    headers: {"Content-Type": "application/json"},
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const data = await response.json();
+  let response, data;
+  try {
+    response = await fetch(path, {
+      method: body === undefined ? "GET" : "POST",
+      headers: {"Content-Type": "application/json"},
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    data = await response.json();
+  } catch (err) { throw new Error(t("connectionError", {message: err.message})); }
   if (!response.ok) {
     const e = data.error || {};
-    throw new Error((e.field ? e.field + ": " : "") + (e.message || response.statusText));
+    const where = e.field ? t("fieldPrefix", {field: e.field}) : "";
+    throw new Error(t(response.status >= 500 ? "serverError" : "requestError",
+                      {where, message: e.message || response.statusText}));
   }
   return data;
 }
@@ -74,8 +95,8 @@ function sentencesFromBox() {
 async function analyse() {
   const sentences = sentencesFromBox();
   $("results").hidden = true;
-  if (sentences.length === 0) { status("Enter at least one sentence.", true); return false; }
-  status("Tokenizing…");
+  if (sentences.length === 0) { status(t("enterSentence"), true); return false; }
+  status(t("tokenizing"));
   try {
     const data = await api("/v1/tokenize", {sentences});
     tokenized = data.sentences.map((s) => s.tokens);
@@ -93,7 +114,7 @@ async function analyse() {
     });
     box.append(row);
   });
-  status("Click a word to compare it with the same word in the other sentences.");
+  status(t("clickWord"));
   return true;
 }
 
@@ -122,9 +143,9 @@ async function chooseWord(sentence, position) {
     const j = tokens.findIndex((t) => t.toLowerCase() === word.toLowerCase());
     if (j >= 0) picks.push([i, j]);
   });
-  $("word-title").textContent = `"${word}" in sentence ${sentence + 1}`;
+  $("word-title").textContent = t("wordInSentence", {word, n: sentence + 1});
   $("results").hidden = false;
-  status(`Computing "${word}"…`);
+  status(t("computing", {word}));
   chosenWord = word;
   const mine = ++ticket;
   const tasks = [showPredictions(sentence, position, mine), showNeighbours(sentence, position, mine)];
@@ -132,7 +153,7 @@ async function chooseWord(sentence, position) {
     tasks.push(showSimilarity(picks, mine));
   } else {
     lastSimilarity = null;
-    $("heatmap").replaceChildren(el("caption", {text: `"${word}" occurs in no other sentence.`}));
+    $("heatmap").replaceChildren(el("caption", {text: t("onlyOnce", {word})}));
     $("projection").replaceChildren();
     $("projection-note").replaceChildren();
     $("legend").replaceChildren();
@@ -140,8 +161,8 @@ async function chooseWord(sentence, position) {
   }
   const failures = (await Promise.allSettled(tasks)).filter((r) => r.status === "rejected");
   if (mine !== ticket) return;
-  if (failures.length) status(failures.map((f) => f.reason.message).join("; "), true);
-  else status(`Showing "${word}".`);
+  if (failures.length) status(failures.map((f) => f.reason.message).join(t("listSeparator")), true);
+  else status(t("showing", {word}));
 }
 
 async function showSimilarity(picks, mine) {
@@ -152,8 +173,8 @@ async function showSimilarity(picks, mine) {
   lastSimilarity = {data, picks};
   const table = $("heatmap");
   table.replaceChildren();
-  const head = el("tr", {}, el("th", {scope: "col", text: "sentence"}));
-  data.layers.forEach((name) => head.append(el("th", {scope: "col", text: name})));
+  const head = el("tr", {}, el("th", {scope: "col", text: t("sentenceColumn")}));
+  data.layers.forEach((name) => head.append(el("th", {scope: "col", text: layerName(name)})));
   table.append(el("thead", {}, head));
   const body = el("tbody");
   data.pairs.filter((p) => p.first === 0).forEach((pair) => {
@@ -166,7 +187,7 @@ async function showSimilarity(picks, mine) {
       const value = pair.by_layer[name];
       const c = colour(value);
       row.append(el("td", {class: "cell" + (c.light ? "" : " dark"), "data-layer": name, "data-value": String(value),
-                           style: `background:${c.css}`, title: `${name}: ${value}`, text: value.toFixed(3)}));
+                           style: `background:${c.css}`, title: `${layerName(name)}: ${value}`, text: value.toFixed(3)}));
     });
     body.append(row);
   });
@@ -184,7 +205,7 @@ function layerButtons(layers) {
     const input = el("input", {type: "radio", name: "layer", id, value: name});
     input.checked = name === chosenLayer;
     input.addEventListener("change", () => { chosenLayer = name; drawProjection(); });
-    box.append(el("label", {for: id}, input, " " + name));
+    box.append(el("label", {for: id}, input, " " + layerName(name)));
   });
 }
 
@@ -202,7 +223,7 @@ function drawProjection() {
   const sx = (x) => size * (pad + (1 - 2 * pad) * (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5));
   const sy = (y) => size * (1 - pad - (1 - 2 * pad) * (y1 > y0 ? (y - y0) / (y1 - y0) : 0.5));
   const plot = svg("svg", {viewBox: `0 0 ${size} ${size}`, role: "img", class: "plot",
-                           "aria-label": `2-D projection at ${chosenLayer}`});
+                           "aria-label": t("projectionLabel", {layer: layerName(chosenLayer)})});
   plot.append(svg("rect", {x: 0, y: 0, width: size, height: size, class: "plot-bg"}));
   points.forEach((p, k) => {
     if (k < n) return;
@@ -210,7 +231,7 @@ function drawProjection() {
     const dot = svg("circle", {cx: sx(p[0]), cy: sy(p[1]), r: 4, fill: SAMPLE_COLOURS[senses.indexOf(sample.sense) % SAMPLE_COLOURS.length],
                                "fill-opacity": 0.75});
     dot.append(svg("title"));
-    dot.firstChild.textContent = `sample (${sample.sense}): ${sample.sentence}`;
+    dot.firstChild.textContent = t("sampleDot", {sense: senseName(sample.sense), sentence: sample.sentence});
     plot.append(dot);
   });
   points.slice(0, n).forEach((p, k) => {
@@ -228,16 +249,17 @@ function drawProjection() {
   });
   box.append(plot);
   const kept = data.projection.variance_kept[chosenLayer];
-  $("projection-note").textContent = `These two directions keep ${Math.round(100 * kept)}% of the variance at `
-    + `${chosenLayer}: points close here can be far apart in all ${modelDim || "the"} dimensions (the similarity `
-    + "table has the exact values).";
+  $("projection-note").textContent = t("projectionNote", {percent: Math.round(100 * kept),
+                                                          layer: layerName(chosenLayer),
+                                                          dim: modelDim || t("theDimensions")});
   const legend = $("legend");
   legend.replaceChildren();
   picks.forEach(([i]) => legend.append(el("span", {},
-    el("span", {class: "swatch", style: `background:${PALETTE[i % PALETTE.length]}`}), `sentence ${i + 1}`)));
+    el("span", {class: "swatch", style: `background:${PALETTE[i % PALETTE.length]}`}), t("sentenceN", {n: i + 1}))));
   senses.forEach((s, k) => legend.append(el("span", {},
-    el("span", {class: "swatch small", style: `background:${SAMPLE_COLOURS[k % SAMPLE_COLOURS.length]}`}), `sample corpus: ${s}`)));
-  if (!senses.length) legend.append(el("span", {class: "muted", text: "(the word is not in the sample corpus)"}));
+    el("span", {class: "swatch small", style: `background:${SAMPLE_COLOURS[k % SAMPLE_COLOURS.length]}`}),
+    t("sampleSense", {sense: senseName(s)}))));
+  if (!senses.length) legend.append(el("span", {class: "muted", text: t("notInSample")}));
 }
 
 // Empty the box `id` and ask the API; a failure is shown in the box as a `tag` element (data: null), and
@@ -265,7 +287,7 @@ async function showPredictions(sentence, position, mine) {
     data[direction].forEach((item) => list.append(el("li", {},
       el("span", {class: "bar", style: `width:${Math.max(2, Math.round(item.probability * 100))}%`}),
       el("span", {class: "word", text: item.word}), el("span", {class: "prob", text: item.probability.toFixed(3)}))));
-    box.append(el("div", {}, el("h4", {text: direction}), list));
+    box.append(el("div", {}, el("h4", {text: t(direction)}), list));
   }
 }
 
@@ -285,7 +307,8 @@ async function showNeighbours(sentence, position, mine) {
     const tokens = nb.sentence.split(" ");
     const item = el("li", {});
     tokens.forEach((t, j) => item.append(j === nb.position ? el("mark", {text: t}) : t, " "));
-    item.append(el("span", {class: "muted", text: `(${nb.sense || "another word's sentence"}, ${nb.similarity.toFixed(3)})`}));
+    item.append(el("span", {class: "muted", text: t("neighbourNote", {sense: nb.sense || t("otherWordSentence"),
+                                                          similarity: nb.similarity.toFixed(3)})}));
     box.append(item);
   });
 }
@@ -295,11 +318,10 @@ async function showNeighbours(sentence, position, mine) {
 function showSenses(data, sentence) {
   const box = $("senses");
   const word = data.word;
-  $("senses-word").textContent = `"${word}"`;
+  $("senses-word").textContent = quoted(word);
   const s = data.senses;
   if (!s) {
-    box.append(el("p", {class: "muted", text: `The sample corpus has no sense-labelled contexts of "${word}" `
-      + "(it has two senses each of 16 words, among them bank, apple and play)."}));
+    box.append(el("p", {class: "muted", text: t("noSenses", {word})}));
     return;
   }
   const layers = Object.keys(s.same_sense);
@@ -310,7 +332,7 @@ function showSenses(data, sentence) {
   const group = (w - left) / layers.length, bar = group * 0.32;
   const y = (v) => top + (h - top - bottom) * (1 - (v - lo) / (hi - lo));
   const plot = svg("svg", {viewBox: `0 0 ${w} ${h}`, role: "img", class: "plot bars",
-                           "aria-label": `mean similarity of ${word} over same-sense and different-sense pairs per layer`});
+                           "aria-label": t("barsLabel", {word})});
   for (const v of [lo, (lo + hi) / 2, hi]) {
     plot.append(svg("line", {x1: left, x2: w, y1: y(v), y2: y(v), class: "gridline"}));
     const tick = svg("text", {x: left - 4, y: y(v) + 4, class: "tick", "text-anchor": "end"});
@@ -324,7 +346,8 @@ function showSenses(data, sentence) {
         const rect = svg("rect", {x: x + b * bar, y: y(v), width: bar - 2, height: Math.max(0, y(lo) - y(v)), fill,
                                   class: "bar", "data-layer": name, "data-kind": kind, "data-value": String(v)});
         rect.append(svg("title"));
-        rect.firstChild.textContent = `${name}, ${kind === "same" ? "same sense" : "different senses"}: ${v.toFixed(3)}`;
+        rect.firstChild.textContent = t("barTitle", {layer: layerName(name), value: v.toFixed(3),
+                                                       kind: t(kind === "same" ? "sameSense" : "differentSenses")});
         plot.append(rect);
       });
     const gap = s.same_sense[name] - s.different_senses[name];
@@ -333,25 +356,26 @@ function showSenses(data, sentence) {
     label.textContent = (gap >= 0 ? "+" : "") + gap.toFixed(3);
     plot.append(label);
     const axis = svg("text", {x: x + bar, y: h - 6, class: "tick", "text-anchor": "middle"});
-    axis.textContent = name;
+    axis.textContent = layerName(name);
     plot.append(axis);
   });
-  const senses = Object.entries(s.contexts).map(([sense, n]) => `${sense.split("/").pop()} ${n}`).join(", ");
+  const senses = Object.entries(s.contexts).map(([sense, n]) => t("contextCount", {sense: shortSense(sense), n}))
+    .join(t("comma"));
   box.append(plot, el("div", {class: "legend"},
-    el("span", {}, el("span", {class: "swatch small", style: `background:${SAME_COLOUR}`}), "same sense"),
-    el("span", {}, el("span", {class: "swatch small", style: `background:${DIFFERENT_COLOUR}`}), "different senses"),
-    el("span", {class: "muted", text: `(contexts: ${senses}; axis fitted; gap above)`})));
+    el("span", {}, el("span", {class: "swatch small", style: `background:${SAME_COLOUR}`}), t("sameSense")),
+    el("span", {}, el("span", {class: "swatch small", style: `background:${DIFFERENT_COLOUR}`}), t("differentSenses")),
+    el("span", {class: "muted", text: t("sensesLegend", {senses})})));
   // the chosen occurrence against each sense's contexts
   const query = $("senses-query");
   const table = el("table", {class: "lean"}, el("caption", {
-    text: `"${tokenized[sentence][data.position]}" of sentence ${sentence + 1}: mean similarity to the contexts of`}));
-  const head = el("tr", {}, el("th", {scope: "col", text: "sense"}));
-  layers.forEach((name) => head.append(el("th", {scope: "col", text: name})));
+    text: t("queryCaption", {word: tokenized[sentence][data.position], n: sentence + 1})}));
+  const head = el("tr", {}, el("th", {scope: "col", text: t("senseColumn")}));
+  layers.forEach((name) => head.append(el("th", {scope: "col", text: layerName(name)})));
   table.append(el("thead", {}, head));
   const body = el("tbody");
   const rows = Object.entries(s.query).filter(([, v]) => v);
   rows.forEach(([sense, means]) => {
-    const row = el("tr", {}, el("th", {scope: "row", text: sense.split("/").pop()}));
+    const row = el("tr", {}, el("th", {scope: "row", text: shortSense(sense)}));
     layers.forEach((name) => {
       const best = Math.max(...rows.map(([, m]) => m[name]));
       row.append(el("td", {class: means[name] === best && rows.length > 1 ? "best" : "", "data-layer": name,
@@ -360,30 +384,45 @@ function showSenses(data, sentence) {
     body.append(row);
   });
   table.append(body);
-  query.append(table, el("p", {class: "muted", text: "In bold, the closer sense at each layer: the sense the model "
-    + "gives this occurrence, right or wrong."}));
+  query.append(table, el("p", {class: "muted", text: t("queryNote")}));
 }
 
-async function loadExample(name) {
-  $("sentences").value = EXAMPLES[name].sentences.join("\n");
-  await analyseAndChoose(EXAMPLES[name].word);
+async function loadExample(example) {
+  $("sentences").value = example.sentences.join("\n");
+  await analyseAndChoose(example.word);
+}
+
+// The page's fixed texts in its language, the first messages and a button per example.
+function showTexts() {
+  document.querySelectorAll("[data-t]").forEach((node) => { node.textContent = t(node.dataset.t); });
+  $("model-info").textContent = t("loadingModel");
+  const [before, after] = TEXT.sensesTitle.split("{word}");  // the word's place in the heading
+  $("senses-title").replaceChildren(before, el("span", {id: "senses-word"}), after);
+  status(t("loading"));
+  $("layer-choice").setAttribute("aria-label", t("layerChoice"));
+  EXAMPLES[LANG].forEach((example) => {
+    const button = el("button", {type: "button", class: "example", "data-example": example.word, text: example.word});
+    button.addEventListener("click", () => loadExample(example));
+    $("examples").append(" ", button);
+  });
 }
 
 async function init() {
-  $("sentences").value = Object.values(EXAMPLES).flatMap((e) => e.sentences).join("\n");
+  showTexts();
+  const examples = EXAMPLES[LANG];
+  $("sentences").value = examples.flatMap((e) => e.sentences).join("\n");
   $("analyse").addEventListener("click", () => analyseAndChoose(chosenWord));
   $("sentences").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); analyseAndChoose(chosenWord); }
   });
-  document.querySelectorAll(".example").forEach((b) => b.addEventListener("click", () => loadExample(b.dataset.example)));
   try {
     const info = await api("/v1/models");
     const m = info.models[0];
     modelDim = m.dim;
-    $("model-info").textContent = `model ${m.id} (${m.source}): ${m.layers} layers of ${m.dim} dimensions`
-      + (m.predict ? "; with its language-model head" : "");
+    $("model-info").textContent = t("modelInfo", {id: m.id, source: m.source, layers: m.layers, dim: m.dim})
+      + (m.predict ? t("modelHead") : "");
   } catch (err) { $("model-info").textContent = err.message; }
-  await analyseAndChoose(EXAMPLES.bank.word);  // open on the point: "bank" in sentence 1, compared
+  await analyseAndChoose(examples[0].word);  // open on the point: the first example's word in sentence 1, compared
 }
 
 init();
