@@ -149,8 +149,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="package cache (default: $PYELMO_CACHE or ~/.cache/pyelmo/packages)")
     b.set_defaults(func=_build)
 
+    _add_static_parser(dsub)
+
+
+def _add_static_parser(dsub: argparse._SubParsersAction) -> None:
     v = dsub.add_parser("static", help="static word vectors (word2vec) for --static-vectors, from a corpus",
-                        description=STATIC_DESCRIPTION, formatter_class=raw)
+                        description=STATIC_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("corpus", metavar="CORPUS", help="pretraining corpus folder (with train/*.txt)")
     v.add_argument("out", metavar="OUT", help="output folder")
     v.add_argument("--dim", type=int, default=200, metavar="N", help="vector size (default 200)")
