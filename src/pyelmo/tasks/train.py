@@ -28,7 +28,7 @@ from pyelmo.tasks.model import ModelConfig, TaskModel
 from pyelmo.tasks.options import BiLMSource, TrainOptions, bilm_fingerprint, features_plan
 from pyelmo.tasks.reader import LABELS, QARunner, build_model
 from pyelmo.tasks.saved import FORMAT, WEIGHTS_NAME, read_saved, write_model_dir
-from pyelmo.tasks.static import StaticVectors, load_static
+from pyelmo.tasks.static import StaticVectors, load_static, warn_coverage
 
 
 def _warn(message: str) -> None:
@@ -171,6 +171,8 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     warn_unseen_labels(kind, dev, labels, dev_file)
 
     static = load_static(static_source) if options.uses_static else None
+    if static is not None:
+        warn_coverage(static, train, train_file)
     bilm_model = bilm.load() if options.uses_elmo else None
     fingerprint = bilm_fingerprint(bilm_model) if bilm_model is not None else None
     max_tokens = bilm.max_tokens() if bilm_model is not None else None
