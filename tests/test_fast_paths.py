@@ -420,7 +420,7 @@ def test_embed_file_sentence_keys_keep_first(tmp_path):
 
 def test_shards_merge_to_the_unsharded_file(tmp_path):
     from pyelmo.cli import main
-    from pyelmo.embedding.store import merge_shards
+    from pyelmo.embedding.merge import merge_shards
     from pyelmo.modelio.weights import save_bilm_hdf5
 
     sentences = [" ".join(s) for s in _sentences(21, seed=8)] + ["a cat", "the dog", "a cat"]

@@ -108,11 +108,11 @@ def task_model(data) -> Path:
 def _bilm_forms(root: Path) -> dict[str, tuple[str, str]]:
     """Each form of a biLM (built from the reference model and the shipped one's config) and the words
     its message names."""
-    from pyelmo.modelio.hub import default_model_dir
+    from pyelmo.modelio.hub import shipped_folder
 
     forms = {}
     run = root / "run"  # a 'pyelmo train' run folder: run.json, model/
-    shutil.copytree(default_model_dir(), run / "model")
+    shutil.copytree(shipped_folder("english"), run / "model")
     (run / "run.json").write_text("{}")
     forms["run"] = (str(run), "a biLM training run ('pyelmo train')")
     forms["model"] = (str(run / "model"), "a biLM model (made by 'pyelmo train'")

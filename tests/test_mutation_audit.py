@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pyelmo.cli import main
-from pyelmo.modelio.load import load
+from pyelmo.modelio.resolve import load
 from pyelmo.modelio.weights import model_fingerprint
 from pyelmo.runtime.plan import ExecutionPlan
 from pyelmo.runtime.products import Products

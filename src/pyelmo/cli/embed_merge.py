@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.embedding.store import merge_shards
+    from pyelmo.embedding.merge import merge_shards
 
     count = merge_shards(args.shards, args.output, overwrite=args.overwrite, links=args.links)
     print(f"wrote {count} sentences to {args.output}")

@@ -13,6 +13,7 @@ from pyelmo.text.batching import (DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAUL
                                   chunks, token_budget_batches)
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
+from pyelmo.embedding.pooling import check_pool, mean_pool
 from pyelmo.errors import InputError
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import ExecutionPlan
@@ -20,21 +21,6 @@ from pyelmo.runtime.plan import ExecutionPlan
 
 
 #: How ``pool`` turns a sentence's token vectors into one vector: ``mean`` over its tokens (``None``: no pooling).
-POOLINGS = ("mean",)
-
-
-def mean_pool(vectors: np.ndarray) -> np.ndarray:
-    """One sentence's vector: the mean of ``vectors`` (``(..., n_tokens, D)``) over its tokens, as TF Hub ELMo's
-    ``default`` output; float32, summed in float64; zeros for a sentence without tokens."""
-    total = vectors.sum(axis=-2, dtype=np.float64)
-    return (total / max(vectors.shape[-2], 1)).astype(np.float32)
-
-
-def check_pool(pool: str | None) -> None:
-    if pool is not None and pool not in POOLINGS:
-        raise InputError(f"pool must be None or one of {', '.join(POOLINGS)}, got {pool!r}")
-
-
 class LanguageWarning(UserWarning):
     """Text of another language than the one the model was trained on."""
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from fastapi.responses import Response
 
-from pyelmo.embedding.embedder import mean_pool
+from pyelmo.embedding.pooling import mean_pool
 from pyelmo.errors import InputError
 from pyelmo.evaluation.senses import find_word
 from pyelmo.serve.errors import ApiError, AsciiJSONResponse

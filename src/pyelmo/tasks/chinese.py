@@ -96,7 +96,7 @@ def bio_tags(tokens: Sequence[Token]) -> list[str]:
 def tagged_sentences(root: Path) -> dict[str, list[list[Token]]]:
     """The kept sentences of People's Daily by task split (``train``, ``dev``, ``test``), in file order."""
     from pyelmo.corpus.chinese import article_split, peoples_daily_articles
-    from pyelmo.tasks.build import SENTENCE_TOKENS, SPLIT_NAMES
+    from pyelmo.tasks.datafiles import SENTENCE_TOKENS, SPLIT_NAMES
     from pyelmo.text.tokenize import normalize_text
 
     out: dict[str, list[list[Token]]] = {name: [] for name in SPLIT_NAMES.values()}
@@ -115,7 +115,7 @@ def tagged_sentences(root: Path) -> dict[str, list[list[Token]]]:
 
 
 def _tagging(root: Path, task: str, labels) -> dict[str, str]:
-    from pyelmo.tasks.build import _cap, _conll
+    from pyelmo.tasks.datafiles import cap as _cap, conll as _conll
 
     return {name: _conll([list(zip((t.word for t in s), labels(s)))
                           for s in _cap(sents, lambda s: " ".join(t.word for t in s), CAPS[task][name])])
@@ -133,7 +133,7 @@ def build_zh_ner(root: Path) -> dict[str, str]:
 def build_zh_sentiment(root: Path) -> dict[str, str]:
     from pyelmo.corpus.chinese import read_reviews
     from pyelmo.corpus.splits import doc_split
-    from pyelmo.tasks.build import SPLIT_NAMES, _cap, _distinct, _tsv
+    from pyelmo.tasks.datafiles import SPLIT_NAMES, cap as _cap, distinct as _distinct, tsv as _tsv
     from pyelmo.text.tokenize import tokenize
 
     rows: dict[str, list[tuple[str, str]]] = {name: [] for name in SPLIT_NAMES.values()}
