@@ -560,11 +560,13 @@ def test_build_subset_and_errors(roots: dict[str, Path], tmp_path: Path) -> None
         build.build_corpus(tmp_path / "file", roots=roots, progress=False)
 
 
-def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["corpus", "build", str(tmp_path / "o"), "--sources", "nope"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("pyelmo corpus: error: unknown source 'nope'") and "\n" not in err
     assert main(["corpus", "build", str(tmp_path / "o"), "--workers", "0"]) == 1
+    monkeypatch.setenv("COLUMNS", "400")  # no line breaks inside a hyphenated source name
     with pytest.raises(SystemExit):
         main(["corpus", "build", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())

@@ -118,3 +118,18 @@ def test_the_readme_sentence_vectors_example_prints_what_it_shows(capsys):
     shown, printed = code.strip().splitlines()[-1].lstrip("# ").split(), capsys.readouterr().out.split()
     assert [w for w in printed if not _number(w)] == [w for w in shown if not _number(w)], printed
     assert [float(w) for w in printed if _number(w)] == pytest.approx([float(w) for w in shown if _number(w)], abs=2e-3)
+
+
+def test_chinese_model_card_perplexity_is_what_pyelmo_perplexity_measures(capsys):
+    """The Chinese model card's test-split figures, as `pyelmo perplexity --json` prints them on that split
+    (shipped as tests/data/corpus-zh-test.txt)."""
+    import json
+
+    card = (SHIPPED["chinese"].folder / "MODEL_CARD.md").read_text(encoding="utf-8")
+    row = re.search(r"\| test \(([\d,]+) predictions\) \| ([\d.]+) \| ([\d.]+) \| \*\*([\d.]+)\*\* \|", card)
+    assert row, "the model card's test row"
+    assert main(["perplexity", "--model", "chinese", "--json",
+                 str(Path(__file__).parent / "data" / "corpus-zh-test.txt")]) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert measured["predictions"] == int(row.group(1).replace(",", ""))
+    assert [round(measured[k], 1) for k in ("forward", "backward", "average")] == [float(row.group(i)) for i in (2, 3, 4)]
