@@ -165,7 +165,8 @@ def test_similarity_cli_segments_and_warns_once():
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert run.stderr == ("pyelmo similarity: warning: the model was trained on English text and this text is "
-                          "Chinese: expect vectors of little use (load a model trained on Chinese text)\n")
+                          "Chinese: expect vectors of little use (use the shipped Chinese model: --model chinese, or "
+                          "ElmoEmbedder('chinese'))\n")
     assert "银行: 我去银行存钱。 | 他在银行工作。" in run.stdout and "layer 0" in run.stdout
     assert run.stdout.splitlines()[1].split()[-4] == "1.000"  # layer 0: the same token, the same vector
 
