@@ -159,7 +159,10 @@ class PyelmoSide:
         # no token cache: every repeat recomputes every token
         self.options, _ = inference_options(self.names, "default", **({} if precision == "float32" else {"precision": precision}))
         if precision == "int8":  # as ElmoEmbedder does with a model it loads: the int8 copies only
-            self.model.release_weights(self.options.products)
+            if hasattr(self.model, "apply_plan"):
+                self.model.apply_plan(self.options)
+            else:  # a tree before planned linears
+                self.model.release_weights(self.options.products)
 
     def sentence_runner(self, cache: bool):
         """``ElmoEmbedder.embed_sentence`` with the embedder's defaults (a fresh token cache) or the cache off."""

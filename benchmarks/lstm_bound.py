@@ -100,7 +100,7 @@ def alternatives(args: argparse.Namespace) -> None:
             x_np, out_np = x.numpy(), np.empty((rows, w.shape[0]), np.float32)
             packed = torch.ops.mkl._mkl_reorder_linear_weight(w, rows)
             # each gives x @ W^T as a (rows, out) row-major result, the layout the gate buffers have
-            calls = {k: (lambda k=k, x=x, p=prepared: products.run(k, x, p[k])) for k in prepared}
+            calls = {k: (lambda k=k, x=x, p=prepared: products.kernels[k].run(x, p[k])) for k in prepared}
             calls["MKL packed"] = lambda x=x, w=w, p=packed, n=rows: torch.ops.mkl._mkl_linear(x, p, w, None, n)
             calls["W @ x^T"] = lambda x=x, w=w: torch.mm(w, x.t()).t().contiguous()
             with torch.no_grad():

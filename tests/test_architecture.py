@@ -236,7 +236,7 @@ def _class_vocabulary(paths) -> set[str]:
 
 def _modeling_fields() -> set[str]:
     """What modeling's objects hold by name and runtime/ must not read (runtime's own vocabulary and torch's
-    generic names are left out: ``plan.directions`` is runtime's, ``layer.weight`` torch's)."""
+    generic names are left out: ``plan.level_order`` is runtime's, ``layer.weight`` torch's)."""
     import torch
 
     generic = set(dir(torch.Tensor)) | set(dir(torch.nn.Module)) | TORCH_NAMES

@@ -1,5 +1,5 @@
-"""The order of a level's two directions in the packed loop (``ExecutionPlan.directions``, run by
-``modeling.lstm.run_level`` as ``runtime.backends.Inference.directions`` says): together or one after
+"""The order of a level's two directions in the packed loop (``ExecutionPlan.level_order``, run by
+``modeling.lstm.run_level`` as ``runtime.backends.Inference.level_order`` says): together or one after
 the other compute the same; under autotune the order is timed on the first calls themselves
 (MeasuredChoices.trial) and the faster one kept on disk with the kernel choices; otherwise the plan's
 order runs, untimed."""
@@ -19,7 +19,7 @@ from pyelmo.modelio.weights import load_bilm_hdf5
 from pyelmo.runtime import autotune
 from pyelmo.runtime.autotune import TRIAL_CALLS, MeasuredChoices, kernel_cache_path
 from pyelmo.runtime.options import CarriedStates, RunOptions
-from pyelmo.runtime.plan import DIRECTIONS, ExecutionPlan
+from pyelmo.runtime.plan import LEVEL_ORDERS, ExecutionPlan
 
 ATOL = 1e-5
 
@@ -48,11 +48,11 @@ def _run(model, batch, plan: ExecutionPlan | None = None) -> tuple[np.ndarray, t
     return out.layers.numpy(), out.final_state
 
 
-@pytest.mark.parametrize("order", DIRECTIONS)
+@pytest.mark.parametrize("order", LEVEL_ORDERS)
 def test_each_order_reproduces_the_reference(reference, order, cache):
     model = load_bilm_hdf5(reference.options, reference.weights)
     batch = reference.batch(0)
-    layers, _ = _run(model, batch, ExecutionPlan(directions=order))
+    layers, _ = _run(model, batch, ExecutionPlan(level_order=order))
     for k, sentence in enumerate(batch):
         np.testing.assert_allclose(layers[-1][k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
     assert cache == [order] * model.config.lstm.n_layers
@@ -62,13 +62,13 @@ def test_both_orders_compute_the_same_outputs_and_states(reference, cache):
     model = load_bilm_hdf5(reference.options, reference.weights)
     batches = [reference.batch(0), [["a"]], reference.batch(0)[:2]]  # rows of several lengths, one row
     for batch in batches:
-        together, (h1, c1) = _run(model, batch, ExecutionPlan(directions="together"))
-        apart, (h2, c2) = _run(model, batch, ExecutionPlan(directions="apart"))
+        together, (h1, c1) = _run(model, batch, ExecutionPlan(level_order="together"))
+        apart, (h2, c2) = _run(model, batch, ExecutionPlan(level_order="apart"))
         np.testing.assert_allclose(apart, together, atol=1e-6, rtol=0)
         assert (h1 - h2).abs().max() < 1e-6 and (c1 - c2).abs().max() < 1e-6
     stateful = {}
-    for order in DIRECTIONS:  # carried states continue the same way
-        options = RunOptions.inference(ExecutionPlan(directions=order), stateful=True)
+    for order in LEVEL_ORDERS:  # carried states continue the same way
+        options = RunOptions.inference(ExecutionPlan(level_order=order), stateful=True)
         with torch.no_grad():
             stateful[order] = [model(batch_to_ids(b), options=options).layers.numpy() for b in batches[::2]]
         assert isinstance(options.states, CarriedStates) and options.states.h is not None
@@ -81,10 +81,10 @@ def test_autotune_times_both_orders_on_the_first_calls_then_keeps_the_faster(ref
     batch = reference.batch(0)
     levels = model.config.lstm.n_layers
     calls = 2 * (TRIAL_CALLS + 1)  # each order: a warm-up call and TRIAL_CALLS timed ones
-    expected, _ = _run(model, batch, ExecutionPlan(directions="together"))
+    expected, _ = _run(model, batch, ExecutionPlan(level_order="together"))
     del cache[:]
     plan = ExecutionPlan.for_machine(autotune=True)
-    assert plan.directions == "autotune"
+    assert plan.level_order == "autotune"
     for _ in range(-(-calls // levels)):
         layers, _ = _run(model, batch, plan)
         np.testing.assert_allclose(layers, expected, atol=1e-6, rtol=0)
@@ -104,21 +104,21 @@ def test_trial_prefers_the_first_option_unless_another_is_clearly_cheaper(cache)
     for costs, chosen in [((1.0, 0.95), "together"), ((1.0, 0.5), "apart"), ((0.5, 1.0), "together")]:
         table = MeasuredChoices()
         for call in range(2 * (TRIAL_CALLS + 1)):
-            option, record = table.trial("directions test", DIRECTIONS)
-            assert option == DIRECTIONS[call % 2] and record is not None
+            option, record = table.trial("directions test", LEVEL_ORDERS)
+            assert option == LEVEL_ORDERS[call % 2] and record is not None
             record(costs[call % 2] * (10 if call < 2 else 1))  # a slow warm-up call does not count
-        assert table.trial("directions test", DIRECTIONS) == (chosen, None)
+        assert table.trial("directions test", LEVEL_ORDERS) == (chosen, None)
         kernel_cache_path().unlink()
 
 
 @pytest.mark.parametrize("kernels", ["fixed", "mm"])
 def test_without_autotune_the_plans_order_runs_untimed(allennlp_reference, tiny_model, cache, kernels, monkeypatch):
-    monkeypatch.setattr(autotune, "directions", lambda *a: pytest.fail("the order was measured"))
+    monkeypatch.setattr(autotune, "level_order", lambda *a: pytest.fail("the order was measured"))
     model = tiny_model
-    for order in DIRECTIONS:
+    for order in LEVEL_ORDERS:
         del cache[:]
-        _run(model, allennlp_reference.batch(0), ExecutionPlan(kernels=kernels, directions=order))
-        _run(model, allennlp_reference.batch(1), ExecutionPlan(kernels=kernels, directions=order))
+        _run(model, allennlp_reference.batch(0), ExecutionPlan(kernels=kernels, level_order=order))
+        _run(model, allennlp_reference.batch(1), ExecutionPlan(kernels=kernels, level_order=order))
         assert cache == [order] * (2 * model.config.lstm.n_layers)
     assert not kernel_cache_path().exists()
 
@@ -129,8 +129,8 @@ def test_the_default_plan_fixes_the_order_by_the_cpu(cache, monkeypatch):
 
     for flags, order in [({"avx2"}, "together"), ({"avx512f", "amx_tile"}, "apart")]:
         monkeypatch.setattr(plan_module, "cpu_flags", lambda flags=flags: ("a CPU", frozenset(flags)))
-        assert ExecutionPlan.for_machine().directions == order
-        assert ExecutionPlan.for_machine(autotune=True).directions == "autotune"
+        assert ExecutionPlan.for_machine().level_order == order
+        assert ExecutionPlan.for_machine(autotune=True).level_order == "autotune"
 
 
 def test_the_differentiable_backend_runs_both_directions_together(tiny_model, cache):
@@ -140,8 +140,8 @@ def test_the_differentiable_backend_runs_both_directions_together(tiny_model, ca
 
 
 def test_directions_are_validated_and_bad_cached_orders_ignored(cache):
-    with pytest.raises(ConfigError, match="directions"):
-        ExecutionPlan(directions="sideways")
+    with pytest.raises(ConfigError, match="level_order"):
+        ExecutionPlan(level_order="sideways")
     path = kernel_cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**autotune.machine_key(), "choices": {

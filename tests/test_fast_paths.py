@@ -109,7 +109,7 @@ def test_grad_mode_does_not_choose_the_backend(monkeypatch):
 
     model = _model()
     ids = batch_to_ids(_sentences(4, seed=3))
-    monkeypatch.setattr(Inference, "steps", refuse)
+    monkeypatch.setattr(Inference, "planned", refuse)
     with torch.no_grad():
         model(ids)
         with pytest.raises(AssertionError, match="inference backend ran"):
@@ -339,12 +339,15 @@ def test_direction_fusion_equals_each_direction_alone(plan):
     x = torch.randn(2, packed.n_packed, 10)
     h0, c0 = torch.randn(2, 4, 10), torch.randn(2, 4, 24)
     pair = [model.directions[0][0], model.directions[1][0]]
+    options = RunOptions.inference(plan)
+    planned = model.for_run(options)  # its planned linears
+    fast = [planned.directions[0][0], planned.directions[1][0]]
+    work = (options.backend.workspace, options.backend.gate_chunk_rows)
     with torch.no_grad():
-        both = {name: run_lstm(pair, x, packed, h0.clone(), c0.clone(), backend)
-                for name, backend in [("inference", Inference(plan)), ("differentiable", Differentiable())]}
+        both = {"inference": run_lstm(fast, x, packed, h0.clone(), c0.clone(), *work),
+                "differentiable": run_lstm(pair, x, packed, h0.clone(), c0.clone())}
         for d in range(2):
-            alone = run_lstm([pair[d]], x[d : d + 1], packed, h0[d : d + 1].clone(), c0[d : d + 1].clone(),
-                             Inference(plan))
+            alone = run_lstm([fast[d]], x[d : d + 1], packed, h0[d : d + 1].clone(), c0[d : d + 1].clone(), *work)
             expected = _one_direction(pair[d], x[d], packed, h0[d], c0[d])
             assert expected[0].abs().max() > 0.1
             for out, h, c in [*both.values(), alone]:

@@ -21,6 +21,7 @@ from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.modelio.weights import model_fingerprint, save_bilm_hdf5
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import INT8_MIN_WEIGHT, ExecutionPlan
+from pyelmo.runtime.linear import ExactLinear, Int8Linear
 from pyelmo.runtime.products import Products
 
 SENTENCES = [["The", "bank", "raised", "its", "rates", "."], ["We", "sat", "on", "the", "river", "bank"],
@@ -110,17 +111,19 @@ def test_every_product_in_int8(tiny_model, allennlp_reference):
 def test_a_loaded_model_keeps_only_the_int8_weights(model, released_files):
     options, weights = released_files
     embedder = ElmoEmbedder(str(options), str(weights), precision="int8")
-    gates = embedder.model.directions[0][0].state_gates.weight
-    assert gates.is_meta and embedder.model.released
-    assert not embedder.model.directions[0][0].projection.weight.is_meta  # not quantized: kept
+    layer = embedder.model.directions[0][0]
+    assert isinstance(layer.state_gates, Int8Linear) and layer.state_gates.weight.is_meta  # the int8 copy only
+    assert not any(t.is_meta for t in embedder.model.state_dict().values())
+    assert "directions.0.0.state_gates.weight" not in embedder.model.state_dict()
+    assert isinstance(layer.projection, ExactLinear) and not layer.projection.weight.is_meta  # not quantized: kept
     # the same vectors as an embedder handed the biLM (which it leaves as it is)
     handed = ElmoEmbedder(model, precision="int8")
-    assert not model.released
+    assert type(model.directions[0][0].state_gates) is torch.nn.Linear and model.planned_products is None
     for a, b in zip(embedder.embed_batch(SENTENCES), handed.embed_batch(SENTENCES)):
         assert np.array_equal(a, b)
     assert embedder.fingerprint == model_fingerprint(model) == handed.fingerprint
-    with pytest.raises(ValueError, match="int8 embedder"):
-        embedder.model(batch_to_ids(SENTENCES))  # the differentiable default cannot run placeholders
+    with pytest.raises(ValueError, match="owner's run options"):
+        embedder.model(batch_to_ids(SENTENCES))  # the differentiable default cannot run the planned biLM
     report = embedder.explain()
     rows = {r["product"]: r["precision"] for r in report["products"]}
     assert rows["lstm.state_gates"] == "int8" and rows["lstm.projection"] == "float32"

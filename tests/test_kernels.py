@@ -23,6 +23,7 @@ from pyelmo.runtime import autotune
 from pyelmo.runtime.autotune import MeasuredChoices, kernel_cache_path
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import KERNEL_RULES, KERNELS, ExecutionPlan, fixed_kernel, onednn_available
+from pyelmo.runtime.linear import ExactLinear, PlannedPair
 from pyelmo.runtime.products import Products
 
 ATOL = 1e-5
@@ -53,7 +54,7 @@ def no_measuring(fresh_kernel_cache, monkeypatch):
         pytest.fail("the default plan measured or used the kernel cache")
 
     for name in ("measure_kernels", "time_kernels", "measure_precision", "time_precisions", "fastest_calls",
-                 "kernel", "precision", "directions", "read_choices", "kernel_cache_path"):
+                 "kernel", "precision", "level_order", "read_choices", "kernel_cache_path"):
         monkeypatch.setattr(autotune, name, refuse)
     for name in ("lookup", "get", "trial", "_save"):
         monkeypatch.setattr(MeasuredChoices, name, refuse)
@@ -96,10 +97,10 @@ def test_forced_kernel_runs_every_product(kernel, cache):
 def test_default_plan_is_the_fixed_rule():
     plan = ExecutionPlan.for_machine()
     assert plan.kernels == "fixed" and not plan.autotune and plan.precision == "float32"
-    assert plan.directions in ("together", "apart")
+    assert plan.level_order in ("together", "apart")
     assert RunOptions.inference().plan == plan and RunOptions().plan is None
     auto = ExecutionPlan.for_machine(autotune=True)
-    assert auto.autotune and auto.directions == "autotune"
+    assert auto.autotune and auto.level_order == "autotune"
     assert ExecutionPlan.for_machine(kernels="mm_t").kernels == "mm_t"
 
 
@@ -318,7 +319,7 @@ def test_fixed_rule_and_bad_plans(cache):
     assert without.kernel(4096, (4096, 128)) == "mm" and Products(without).kernel(large, torch.zeros(4096, 128)) == "mm"
     assert Products().differentiable and not Products(ExecutionPlan()).differentiable
     for bad, match in [({"kernels": "fastest"}, "kernels"), ({"precision": "float16"}, "precision"),
-                       ({"directions": "sideways"}, "directions"), ({"kernels": "onednn", "onednn": False}, "oneDNN")]:
+                       ({"level_order": "sideways"}, "level_order"), ({"kernels": "onednn", "onednn": False}, "oneDNN")]:
         with pytest.raises(ConfigError, match=match):
             ExecutionPlan(**bad)
     with pytest.raises(ConfigError, match="autotune"):
@@ -353,10 +354,16 @@ def test_small_step_products_of_both_directions_run_batched(reference, rule, cac
     batched product on stacked weights (batch 1 here); a forced kernel runs them one by one.
     Both give the reference outputs, sentence by sentence and as a batch."""
     stacked = []
-    real = Products.stacked
-    monkeypatch.setattr(Products, "stacked", lambda self, weights: stacked.append(len(weights)) or real(self, weights))
+    real = PlannedPair.__init__
+
+    def recording(self, linears):
+        real(self, linears)
+        if self.stacked is not None:
+            stacked.append(len(linears))
+
+    monkeypatch.setattr(PlannedPair, "__init__", recording)
     model = load_bilm_hdf5(reference.options, reference.weights)
-    options = RunOptions.inference(ExecutionPlan(kernels=rule, directions="together"))
+    options = RunOptions.inference(ExecutionPlan(kernels=rule, level_order="together"))
     batch = reference.batch(0)
     with torch.no_grad():
         alone = [model(batch_to_ids([s]), options=options).layers[-1, 0].numpy() for s in batch]
@@ -367,8 +374,8 @@ def test_small_step_products_of_both_directions_run_batched(reference, rule, cac
     assert (set(stacked) == {2}) if rule == "fixed" else not stacked
     if rule == "fixed":  # big products run one by one
         products = options.products
-        assert not products.each([torch.zeros(4096, 64)] * 2).batched(1024)
-        assert products.each([torch.zeros(4096, 128)] * 2).batched(1)
+        assert ExactLinear(torch.zeros(4096, 64), None, products).batched_rows() < 1024
+        assert ExactLinear(torch.zeros(4096, 128), None, products).batched_rows() >= 1
 
 
 # -- the bfloat16 mode: each shape class in bfloat16, or exact where bfloat16 does not pay here --------

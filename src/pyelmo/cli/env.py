@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     print(f"plan: {report['plan']}")
-    print("directions: " + ", ".join(f"{rows} {order}" for rows, order in report["directions"].items()))
+    print("level order: " + ", ".join(f"{rows} {order}" for rows, order in report["level_order"].items()))
     width = max(len(row["product"]) for row in report["products"])
     kernel = max(len(row["kernel"]) for row in report["products"])
     print(f"{'product':{width}}  {'weight':>11}  {'rows':>5}  {'kernel':{kernel}}  precision")

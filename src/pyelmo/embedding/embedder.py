@@ -53,9 +53,10 @@ class ElmoEmbedder:
     ``"int8"`` (CPU: the products with large weights, the LSTM's and the highways', on int8 weights
     quantized per output channel once here, and int8 activations; ``int8_min_weight``: the smallest
     weight, in elements, that it quantizes, default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`).
-    Their accuracy and speed: benchmarks/RESULTS.md. In int8 mode a model the embedder loads itself
-    keeps only the int8 copies of those weights (the module's are then placeholders without
-    storage); a ``BiLM`` passed in is left as it is.
+    Their accuracy and speed: benchmarks/RESULTS.md. A model the embedder loads itself has the plan
+    applied once, here (:meth:`BiLM.apply_plan`: its linear layers swapped for the plan's; in int8 mode
+    only the int8 copies of those weights are kept); a ``BiLM`` passed in is left as it is (a planned
+    copy of it runs).
     The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
     default a fixed rule of this machine, so the same input gives the same bits in every process;
     ``autotune=True`` measures the kernels here instead (kept on disk; equal within float rounding).
@@ -105,13 +106,15 @@ class ElmoEmbedder:
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
         self._fingerprint: str | None = None
         products = self.options.products
-        if products.int8 and not any(products.quantizes(w) for w in self.model.product_weights().values()):
+        if products.int8 and not any(products.quantizes(p if isinstance(p, torch.Tensor) else p.weight)
+                                     for p in self.model.plan_products().values()):
             warnings.warn(f"int8: none of this model's weights has {self.options.plan.int8_min_weight} elements or "
                           f"more, the size from which the plan quantizes; it runs exact float32 (a smaller "
                           f"int8_min_weight, --int8-min-weight, quantizes smaller weights)", RuntimeWarning, stacklevel=2)
-        if products.int8 and not isinstance(model, BiLM):  # ours: keep the int8 weights only
-            self._fingerprint = self.fingerprint
-            self.model.release_weights(self.options.products)
+        if source is not None:  # ours: the plan applied once, here (int8: only the int8 weights kept)
+            if products.int8:
+                self._fingerprint = self.fingerprint
+            self.model.apply_plan(self.options)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
 
@@ -126,7 +129,10 @@ class ElmoEmbedder:
     def explain(self) -> dict:
         """The execution plan as it applies to this model (``pyelmo env``): per product weight and row
         class the kernel and precision, per row class the directions' order."""
-        return self.options.backend.explain(self.model.product_weights(), self.model.level_weights())
+        from pyelmo.modeling.bilm import STEP_PRODUCTS
+
+        model = self.model.for_run(self.options)
+        return self.options.backend.explain(model.plan_products(), STEP_PRODUCTS, model.level_shape())
 
     @property
     def stateful(self) -> bool:

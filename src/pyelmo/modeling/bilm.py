@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from dataclasses import dataclass
 
 import torch
@@ -11,11 +12,15 @@ from torch import nn
 from pyelmo.modeling.characters import bos_ids, eos_ids
 from pyelmo.config import ElmoConfig
 from pyelmo.modeling.encoder import TokenEncoder, encode_distinct, padded_conv_weights
-from pyelmo.modeling.lstm import LstmWithProjection, level_weights, run_level
+from pyelmo.modeling.lstm import LstmWithProjection, run_level
+from pyelmo.runtime.linear import swap_linears
 from pyelmo.runtime.options import RunOptions
+from pyelmo.runtime.products import Products
 from pyelmo.runtime.rows import PackedRows
 
 FORWARD, BACKWARD = 0, 1
+#: The products of a time step, which a level runs for both directions at once (:meth:`BiLM.plan_products`).
+STEP_PRODUCTS = frozenset({"lstm.state_gates", "lstm.projection"})
 #: The default: the differentiable backend, stateless.
 DIFFERENTIABLE_RUN = RunOptions()
 
@@ -48,7 +53,8 @@ class BiLM(nn.Module):
     not depend on the rest of the batch. How a call runs is its ``options``
     (:class:`pyelmo.runtime.options.RunOptions`, owned by the caller): the differentiable
     backend by default, or ``RunOptions.inference(...)`` (the same function through an
-    execution plan's products, no autograd); stateful mode carries each batch row's final
+    execution plan's products, no autograd: a model its owner planned, :meth:`apply_plan`, runs as it is;
+    another runs as a planned copy, made once per run options); stateful mode carries each batch row's final
     states into the same row of the next call through ``options.states``, like bilm-tf and AllenNLP.
     Every call runs over packed rows (:class:`pyelmo.runtime.rows.PackedRows`): each token is
     encoded once per distinct spelling, and no padding position is computed.
@@ -67,6 +73,8 @@ class BiLM(nn.Module):
             for _ in (FORWARD, BACKWARD)
         )
         self.dropout = nn.Dropout(dropout)
+        #: The products of the plan applied to this biLM (:meth:`apply_plan`), or None (its ``nn.Linear`` s).
+        self.planned_products: Products | None = None
 
     def forward(self, char_ids: torch.Tensor, keep_sentence_boundaries: bool = False,
                 options: RunOptions | None = None,
@@ -78,12 +86,38 @@ class BiLM(nn.Module):
         """
         options = options or DIFFERENTIABLE_RUN
         backend = options.backend
-        if not backend.products.int8 and self.released:
-            raise ValueError("this biLM's weights were handed to an int8 embedder's products: run it through "
-                             "that embedder (or load the model again)")
         if not backend.differentiable and torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
             raise ValueError(f"the {backend.name} backend computes no gradients: run it under torch.no_grad() "
                              "or with frozen parameters, or use the differentiable backend (RunOptions())")
+        return self.for_run(options)._run(char_ids, keep_sentence_boundaries, options, initial_state)
+
+    def for_run(self, options: RunOptions) -> BiLM:
+        """The biLM that runs with ``options``: this one, or (inference on a biLM nobody planned) a copy
+        with their plan applied, made once and kept while this biLM's parameters are unchanged."""
+        backend = options.backend
+        if self.planned_products is None:
+            if backend.differentiable:
+                return self
+            return backend.planned(self, lambda: copy.deepcopy(self).apply_plan(options))
+        if backend.differentiable or self.planned_products is not backend.products:
+            raise ValueError("this biLM runs the execution plan its owner applied (an embedder's): run it with that "
+                             "owner's run options (embedder.options), or load the model again")
+        return self
+
+    def apply_plan(self, options: RunOptions) -> BiLM:
+        """Swap in the planned linears of ``options``' execution plan for this biLM's ``nn.Linear`` s, once,
+        at load (:func:`pyelmo.runtime.linear.swap_linears`; int8: only the int8 copies of the weights it
+        quantizes are kept). The biLM then runs with ``options`` only. For the owner of a biLM never trained
+        or saved (an embedder). Returns this biLM."""
+        if options.plan is None or self.planned_products is not None:
+            raise ValueError("a plan is applied once, to a biLM not planned yet, from inference run options")
+        swap_linears(self, options.products)
+        self.planned_products = options.products
+        return self
+
+    def _run(self, char_ids: torch.Tensor, keep_sentence_boundaries: bool, options: RunOptions,
+             initial_state: tuple[torch.Tensor, torch.Tensor] | None) -> BiLMOutput:
+        backend = options.backend
         mask = char_ids.gt(0).any(-1)
         lengths = mask.sum(-1)
         char_ids = add_sentence_boundaries(char_ids, lengths)
@@ -133,34 +167,23 @@ class BiLM(nn.Module):
         copy.load_state_dict(self.state_dict())
         return copy
 
-    def release_weights(self, products) -> None:
-        """Hand the weights that ``products`` quantize (int8 mode) to them: they keep the only copy
-        (:meth:`pyelmo.runtime.products.Products.release`) and the modules storage-less placeholders, so this
-        biLM then runs only through those products. For the owner of a biLM never trained or saved (an embedder)."""
-        for module in self.modules():
-            if isinstance(module, nn.Linear) and products.quantizes(module.weight):
-                module.weight = products.release(module.weight)
-
-    @property
-    def released(self) -> bool:
-        """Whether :meth:`release_weights` handed weights to an int8 embedder's products."""
-        return any(p.is_meta for p in self.parameters())
-
-    def product_weights(self) -> dict[str, torch.Tensor]:
-        """Every weight the model's matrix products multiply by, once per distinct use (to print a plan)."""
+    def plan_products(self) -> dict[str, nn.Module | torch.Tensor]:
+        """The model's matrix products, once per distinct use (to print a plan): its linear modules
+        (planned ones once a plan is applied) and the fused convolutions' weight."""
         encoder, lstm = self.token_encoder, self.directions[FORWARD]
-        weights = {"token_encoder.convolutions (all widths)": padded_conv_weights(encoder.convolutions)[0]}
+        products = {"token_encoder.convolutions (all widths)": padded_conv_weights(encoder.convolutions)[0].detach()}
         if encoder.highways:
-            weights["token_encoder.highways"] = encoder.highways[0].carry.weight
-        weights["token_encoder.projection"] = encoder.projection.weight
-        weights["lstm.input_gates"] = lstm[0].input_gates.weight
-        weights["lstm.state_gates"] = lstm[0].state_gates.weight
-        weights["lstm.projection"] = lstm[0].projection.weight
-        return {name: w.detach() for name, w in weights.items()}
+            products["token_encoder.highways"] = encoder.highways[0].carry
+        products["token_encoder.projection"] = encoder.projection
+        products["lstm.input_gates"] = lstm[0].input_gates
+        products["lstm.state_gates"] = lstm[0].state_gates
+        products["lstm.projection"] = lstm[0].projection
+        return products
 
-    def level_weights(self, level: int = 0):
-        """The weights of level ``level``'s products, both directions (:func:`pyelmo.modeling.lstm.level_weights`)."""
-        return level_weights([self.directions[FORWARD][level], self.directions[BACKWARD][level]])
+    def level_shape(self) -> tuple[int, int, int]:
+        """A level's ``(input dim, cell dim H, projection dim P)``."""
+        lstm = self.config.lstm
+        return lstm.projection_dim, lstm.dim, lstm.projection_dim
 
     def _initial_state(self, batch: int, ref: torch.Tensor, given: tuple[torch.Tensor, torch.Tensor] | None,
                        options: RunOptions) -> tuple[torch.Tensor, torch.Tensor]:

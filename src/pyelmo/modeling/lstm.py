@@ -9,10 +9,10 @@ bias of +1 is added to ``B`` (once per call, not per step)::
 :func:`run_lstm` is the one time loop, over packed rows (:class:`pyelmo.runtime.rows.PackedRows`:
 only the rows still running at each step), for training, evaluation and inference alike: the
 input-to-gate products of a block of steps in one product, then per step the recurrent product,
-:meth:`LstmWithProjection.cell` and the clipped projection. :func:`run_level` runs a level's two
-directions in one loop or one after the other. How the products run (differentiable, or an execution
-plan's in place) is the backend passed in (:mod:`pyelmo.runtime.backends`), handed the weights as
-tensors (:class:`pyelmo.runtime.backends.LevelWeights`).
+:meth:`LstmWithProjection.cell` and the clipped projection, the layers' own linear modules computing
+the products. :func:`run_level` runs a level's two directions in one loop (their step products batched)
+or one after the other. ``nn.Linear`` s run differentiable; a plan applied to the model swapped in its
+planned linears (:mod:`pyelmo.runtime.linear`), and the loop then writes into buffers (``workspace``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from pyelmo.runtime.backends import Backend, LevelWeights
+from pyelmo.runtime.backends import Backend, Workspace
+from pyelmo.runtime.linear import paired
 from pyelmo.runtime.rows import PackedRows
 
 FORGET_BIAS = 1.0
@@ -71,51 +72,55 @@ class LstmWithProjection(nn.Module):
         return h.clamp_(-self.proj_clip, self.proj_clip) if inplace else h.clamp(-self.proj_clip, self.proj_clip)
 
 
-def level_weights(layers: Sequence[LstmWithProjection]) -> LevelWeights:
-    """The weights of the layers' products, for the backend: ``W_0`` (input and state parts), ``B``, ``W_P``."""
-    return LevelWeights(input_w=[layer.input_gates.weight for layer in layers],
-                        bias=[layer.gate_bias() for layer in layers],
-                        state_w=[layer.state_gates.weight for layer in layers],
-                        projection_w=[layer.projection.weight for layer in layers])
-
-
 def run_level(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
               h: torch.Tensor, c: torch.Tensor, backend: Backend) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`run_lstm` over a level's directions together (one loop), or one after the other, as the
-    backend's plan says (:meth:`pyelmo.runtime.backends.Inference.directions`)."""
-    weight = layers[0].input_gates.weight
-    shape = (layers[0].input_gates.in_features, layers[0].dim, layers[0].projection_dim)
-    with backend.directions(rows, shape, weight.device) as order:
+    backend's plan says (:meth:`pyelmo.runtime.backends.Inference.level_order`)."""
+    first = layers[0]
+    shape = (inputs.shape[-1], first.dim, first.projection_dim)
+    with backend.level_order(rows, shape, inputs.device) as order:
         if order == "together":
-            return run_lstm(layers, inputs, rows, h, c, backend)
-        each = [run_lstm([layer], inputs[d : d + 1], rows, h[d : d + 1], c[d : d + 1], backend)
-                for d, layer in enumerate(layers)]
+            return run_lstm(layers, inputs, rows, h, c, backend.workspace, backend.gate_chunk_rows)
+        each = [run_lstm([layer], inputs[d : d + 1], rows, h[d : d + 1], c[d : d + 1], backend.workspace,
+                         backend.gate_chunk_rows) for d, layer in enumerate(layers)]
         return tuple(torch.cat(parts) for parts in zip(*each))
 
 
 def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
-             h: torch.Tensor, c: torch.Tensor, backend: Backend) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             h: torch.Tensor, c: torch.Tensor, workspace: Workspace | None = None,
+             chunk_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the layers of one level (both directions, or one) over packed ``inputs (D, n_packed, in)``.
 
-    ``h (D, B, P)`` and ``c (D, B, H)``: initial states, rows in sorted order (an in-place backend
-    updates ``c``). Returns the packed outputs ``(D, n_packed, P)`` and each row's final ``h`` and
+    ``h (D, B, P)`` and ``c (D, B, H)``: initial states, rows in sorted order (with a ``workspace``, ``c``
+    is updated in place). Returns the packed outputs ``(D, n_packed, P)`` and each row's final ``h`` and
     ``c``. The directions share ``dim`` and the clips, so the gate nonlinearities run once over them.
+    ``chunk_rows``: packed rows per input-to-gate product (``None``: all steps in one).
     """
-    layer = layers[0]
-    steps = backend.steps(level_weights(layers), inputs, rows)
+    layer, inplace = layers[0], workspace is not None
+    input_gates = paired([each.input_gates for each in layers])  # x W_0[:in] + B, per direction
+    state_gates = paired([each.state_gates for each in layers])  # h W_0[in:]
+    projection = paired([each.projection for each in layers])  # hidden W_P
+    bias = [each.gate_bias() for each in layers]
     sizes, offsets = rows.batch_sizes, rows.offsets
+    blocks = rows.gate_blocks(chunk_rows)
+    if inplace:  # no autograd: the products write into buffers
+        out = inputs.new_empty(len(layers), rows.n_packed, layer.projection_dim)
+        step_out = out.split(sizes, dim=1)
+        widest = max((offsets[b] - offsets[a] for a, b in blocks), default=0)
+        gate_buffer = workspace.buffer("gates", (len(layers), widest, 4 * layer.dim), inputs)
     outputs, ended_h, ended_c = [], [], []
-    for t0, t1 in rows.gate_blocks(backend.gate_chunk_rows):
-        block = steps.inputs_to_gates(offsets[t0], offsets[t1])
+    for t0, t1 in blocks:
+        a, b = offsets[t0], offsets[t1]
+        block = input_gates.affine(inputs[:, a:b], bias, out=gate_buffer[:, : b - a] if inplace else None)
         for t, gates in enumerate(block.split(sizes[t0:t1], dim=1), start=t0):  # (D, n, 4H) per step
             n = sizes[t]
             if n < h.shape[1]:  # the last rows have ended: keep their final states
                 ended_h.append(h[:, n:])
                 ended_c.append(c[:, n:])
                 h, c = h[:, :n], c[:, :n]
-            hidden, c = layer.cell(steps.recurrent(gates, h), c, inplace=backend.inplace)
-            h = layer.clip_projection(steps.project(hidden, t), inplace=backend.inplace)
+            hidden, c = layer.cell(state_gates.add_to(gates, h), c, inplace=inplace)
+            h = layer.clip_projection(projection.product(hidden, out=step_out[t] if inplace else None), inplace=inplace)
             outputs.append(h)
     final_h = torch.cat([h, *reversed(ended_h)], dim=1)
     final_c = torch.cat([c, *reversed(ended_c)], dim=1)
-    return steps.outputs(outputs), final_h, final_c
+    return (out if inplace else torch.cat(outputs, dim=1)), final_h, final_c

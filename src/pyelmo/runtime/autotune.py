@@ -21,13 +21,13 @@ import torch
 from pyelmo.fileio import write_json_atomic
 from pyelmo.paths import user_cache_dir
 from pyelmo.runtime.kernels import Kernel
-from pyelmo.runtime.plan import (DIRECTIONS, KERNELS, cpu_flags, fixed_kernel, onednn_available,
+from pyelmo.runtime.plan import (KERNELS, LEVEL_ORDERS, cpu_flags, fixed_kernel, onednn_available,
                                  row_class)
 
 #: The precisions the bfloat16 mode measures per shape class (int8 is a rule of the plan, never measured).
 PRECISIONS = ("float32", "bfloat16")
 #: The values each kind of cached entry may hold, by the entry's first word (kernel entries: :data:`KERNELS`).
-ENTRY_VALUES = {"precision": PRECISIONS, "directions": DIRECTIONS}
+ENTRY_VALUES = {"precision": PRECISIONS, "directions": LEVEL_ORDERS}
 #: The rows each row class is measured at (the largest at 128 rows, to keep measuring cheap).
 MEASURE_ROWS = {1: 1, 8: 8, 64: 64, 256: 128}
 #: Timed calls per kernel and shape class: at least 2 and at most ``MEASURE_CALLS``; rounds stop
@@ -216,16 +216,17 @@ def measure_precision(products: MeasuredProducts, rows: int, w: torch.Tensor) ->
     return "float32" if seconds["float32"] < (1 - MEASURE_MARGIN) * seconds["bfloat16"] else "bfloat16"
 
 
-def directions(rows: int, lstm_shape: tuple[int, int, int], dtype: torch.dtype | None
+def level_order(rows: int, lstm_shape: tuple[int, int, int], dtype: torch.dtype | None
                ) -> tuple[str, Callable[[float], None] | None]:
     """How the packed loop runs a level's two directions for a batch of ``rows`` rows: the stored
     order for the batch's row class, or (until there is one) the order this call should run and a
     function that takes its cost, timed on the calls themselves (:meth:`MeasuredChoices.trial`)."""
-    return MEASURED.trial(directions_entry(rows, lstm_shape, dtype), DIRECTIONS)
+    return MEASURED.trial(level_order_entry(rows, lstm_shape, dtype), LEVEL_ORDERS)
 
 
-def directions_entry(rows: int, lstm_shape: tuple[int, int, int], dtype: torch.dtype | None) -> str:
-    """The cache entry of the directions' order for a batch of ``rows`` rows."""
+def level_order_entry(rows: int, lstm_shape: tuple[int, int, int], dtype: torch.dtype | None) -> str:
+    """The cache entry of the directions' order for a batch of ``rows`` rows (its first word, ``directions``,
+    as in caches written before the plan's setting was called ``level_order``)."""
     return (f"directions precision={str(dtype or torch.float32).removeprefix('torch.')} "
             f"threads={torch.get_num_threads()} rows={row_class(rows)} "
             f"lstm={lstm_shape[0]}x{lstm_shape[1]}x{lstm_shape[2]}")

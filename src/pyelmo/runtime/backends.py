@@ -1,19 +1,14 @@
 """The backends of the biLM's one time loop (:func:`pyelmo.modeling.lstm.run_lstm`): what differs
-between training and inference, passed in the run options, never detected. They run the loop's
-matrix products on the weights the loop hands them (:class:`LevelWeights`: tensors, not modules) and
-say how a level's directions run (:meth:`Inference.directions`); the LSTM's math is the loop's.
+between training and inference, passed in the run options, never detected. The loop's products are
+the model's own linear modules; a backend says how the model runs around them:
 
-- :class:`Differentiable`: every step makes new tensors that autograd follows; ``torch`` products
-  (or training's :class:`~pyelmo.runtime.training_products.TrainingProducts`), both directions'
-  step products batched; the input-to-gate products of all steps in one product.
-- :class:`Inference`: no autograd; the products of an execution plan with prepared weights; the
-  loop writes into buffers kept from call to call; the plan says whether a level's two directions
-  run together or one after the other.
-
-A loop's products (:class:`DifferentiableSteps`, :class:`InferenceSteps`) are made per level from its
-:class:`LevelWeights`:
-``inputs_to_gates(a, b)`` (packed rows ``a:b``, bias included), ``recurrent(gates, h)`` (``gates + h Ws^T``)
-and ``project(hidden, t)`` (``hidden W_P^T``, step ``t``'s outputs), then ``outputs(steps)``.
+- :class:`Differentiable`: autograd through every step (the model's ``nn.Linear`` s); ``products`` runs
+  the token encoder's products (``torch``, or training's
+  :class:`~pyelmo.runtime.training_products.TrainingProducts`).
+- :class:`Inference`: no autograd; the model with an execution plan applied (its planned linears,
+  :mod:`pyelmo.runtime.linear`), the loop writing into buffers kept from call to call
+  (:attr:`Inference.workspace`); the plan says whether a level's two directions run together or one after
+  the other (:meth:`Inference.level_order`).
 """
 
 from __future__ import annotations
@@ -21,12 +16,13 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass
-from typing import ContextManager, Iterator, Protocol
+from typing import Callable, ContextManager, Iterator, Protocol
 
 import torch
+from torch import nn
 
 from pyelmo.runtime import autotune
+from pyelmo.runtime.linear import PlannedLinear
 from pyelmo.runtime.plan import ROW_CLASSES, ExecutionPlan
 from pyelmo.runtime.products import PLAIN, Products
 from pyelmo.runtime.rows import PackedRows
@@ -35,68 +31,22 @@ from pyelmo.runtime.rows import PackedRows
 INPUT_GATE_CHUNK_ROWS = 512
 
 
-@dataclass(frozen=True)
-class LevelWeights:
-    """The weights of one LSTM level's products, one per direction run: the input-to-gate ``input_w (4H, in)``
-    and its ``bias (4H,)`` (forget bias included), the state-to-gate ``state_w (4H, P)``, ``projection_w (P, H)``."""
-
-    input_w: list[torch.Tensor]
-    bias: list[torch.Tensor]
-    state_w: list[torch.Tensor]
-    projection_w: list[torch.Tensor]
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        """``(input dim, cell dim H, projection dim P)``."""
-        return self.input_w[0].shape[1], self.state_w[0].shape[0] // 4, self.projection_w[0].shape[0]
-
-
 class Backend(Protocol):
     name: str
     differentiable: bool
-    inplace: bool
     fused_conv: bool
     gate_chunk_rows: int | None
     products: Products
+    workspace: Workspace | None
 
-    def steps(self, weights: LevelWeights, inputs: torch.Tensor, rows: PackedRows): ...
-
-    def directions(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> ContextManager[str]: ...
-
-
-def _stacked_t(weights: list[torch.Tensor]) -> torch.Tensor:
-    """``(D, in, out)``: each ``W^T``, stacked (differentiable)."""
-    return torch.stack(weights).transpose(1, 2)
-
-
-class DifferentiableSteps:
-    """A differentiable loop's products: new tensors each step, both directions in one ``bmm``."""
-
-    def __init__(self, weights: LevelWeights, inputs: torch.Tensor) -> None:
-        self.inputs = inputs
-        self.input_w = _stacked_t(weights.input_w)
-        self.bias = torch.stack(weights.bias)[:, None]
-        self.state_w = _stacked_t(weights.state_w)
-        self.projection_w = _stacked_t(weights.projection_w)
-
-    def inputs_to_gates(self, a: int, b: int) -> torch.Tensor:
-        return torch.baddbmm(self.bias, self.inputs[:, a:b], self.input_w)
-
-    def recurrent(self, gates: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(gates, h, self.state_w)
-
-    def project(self, hidden: torch.Tensor, t: int) -> torch.Tensor:
-        return torch.bmm(hidden, self.projection_w)
-
-    def outputs(self, steps: list[torch.Tensor]) -> torch.Tensor:
-        return torch.cat(steps, dim=1)
+    def level_order(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> ContextManager[str]: ...
 
 
 class Differentiable:
     """Autograd through the loop (training, the reference path); ``products`` runs the token encoder's
     products (``PLAIN``, or training's), ``fused_conv`` computes every convolution width in one product."""
 
-    name, differentiable, inplace, gate_chunk_rows = "differentiable", True, False, None
+    name, differentiable, gate_chunk_rows, workspace = "differentiable", True, None, None
 
     def __init__(self, products: Products = PLAIN, fused_conv: bool = False) -> None:
         if not products.differentiable:
@@ -106,10 +56,7 @@ class Differentiable:
     def __repr__(self) -> str:
         return f"Differentiable({self.products!r}, fused_conv={self.fused_conv})"
 
-    def steps(self, weights: LevelWeights, inputs: torch.Tensor, rows: PackedRows) -> DifferentiableSteps:
-        return DifferentiableSteps(weights, inputs)
-
-    def directions(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> ContextManager[str]:
+    def level_order(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> ContextManager[str]:
         """A level's directions run together (one loop, both directions' products batched)."""
         return contextlib.nullcontext("together")
 
@@ -130,40 +77,6 @@ class Workspace:
         return kept[:size].view(shape)
 
 
-class InferenceSteps:
-    """An inference loop's products: the plan's kernels on prepared weights, in place into buffers."""
-
-    def __init__(self, weights: LevelWeights, inputs: torch.Tensor, rows: PackedRows,
-                 products: Products, workspace: Workspace) -> None:
-        self.inputs, self.products = inputs, products
-        self.biases = weights.bias
-        self.input_w = weights.input_w
-        self.recurrent_w = products.each(weights.state_w)
-        self.projection_w = products.each(weights.projection_w)
-        _, dim, proj = weights.shape
-        directions = len(weights.input_w)
-        self.out = inputs.new_empty(directions, rows.n_packed, proj)
-        self.step_out = self.out.split(rows.batch_sizes, dim=1)  # (D, sizes[t], P) views, one per step
-        offsets = rows.offsets
-        widest = max((offsets[b] - offsets[a] for a, b in rows.gate_blocks(INPUT_GATE_CHUNK_ROWS)), default=0)
-        self.gates = workspace.buffer("gates", (directions, widest, 4 * dim), inputs)
-
-    def inputs_to_gates(self, a: int, b: int) -> torch.Tensor:
-        block = self.gates[:, : b - a]
-        for d, w in enumerate(self.input_w):
-            self.products.mm(self.inputs[d, a:b], w, self.biases[d], out=block[d])
-        return block
-
-    def recurrent(self, gates: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        return self.recurrent_w.addmm_(gates, h)
-
-    def project(self, hidden: torch.Tensor, t: int) -> torch.Tensor:
-        return self.projection_w.mm_out(hidden, out=self.step_out[t])
-
-    def outputs(self, steps: list[torch.Tensor]) -> torch.Tensor:
-        return self.out
-
-
 def _previous_class(row_class: int) -> int:
     """The largest row count of the class below ``row_class`` (0 for the first)."""
     index = ROW_CLASSES.index(row_class)
@@ -177,7 +90,7 @@ def _rows_label(row_class: int) -> str:
 class Inference:
     """The products of an execution plan, in place, no autograd (see the module docstring)."""
 
-    name, differentiable, inplace, fused_conv, gate_chunk_rows = "inference", False, True, True, INPUT_GATE_CHUNK_ROWS
+    name, differentiable, fused_conv, gate_chunk_rows = "inference", False, True, INPUT_GATE_CHUNK_ROWS
 
     def __init__(self, plan: ExecutionPlan) -> None:
         self.plan, self.products, self.workspace = plan, Products(plan), Workspace()
@@ -185,54 +98,66 @@ class Inference:
     def __repr__(self) -> str:
         return f"Inference({self.plan.summary()})"
 
-    def steps(self, weights: LevelWeights, inputs: torch.Tensor, rows: PackedRows) -> InferenceSteps:
-        return InferenceSteps(weights, inputs, rows, self.products, self.workspace)
+    def planned(self, model: nn.Module, build: Callable[[], nn.Module]) -> nn.Module:
+        """``build()``: a copy of ``model`` with this plan applied, made once and kept while ``model``'s
+        parameters are unchanged (for a model run here that its owner did not plan)."""
+        return self.products.derived(model, build)
 
     @contextlib.contextmanager
-    def directions(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> Iterator[str]:
-        """How a level of ``shape`` (:attr:`LevelWeights.shape`) runs its two directions over ``rows``
-        (``"together"`` or ``"apart"``), for the ``with`` block that runs it; an autotuned plan times
-        the block (per packed row) while it measures the orders."""
-        if self.plan.directions != "autotune":
-            yield self.plan.directions
+    def level_order(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> Iterator[str]:
+        """How a level of ``shape`` ``(input dim, cell dim H, projection dim P)`` runs its two directions
+        over ``rows`` (``"together"`` or ``"apart"``), for the ``with`` block that runs it; an autotuned
+        plan times the block (per packed row) while it measures the orders."""
+        if self.plan.level_order != "autotune":
+            yield self.plan.level_order
             return
         if device.type != "cpu":
             yield "together"
             return
-        order, timed = autotune.directions(rows.batch, shape, self.products.dtype)
+        order, timed = autotune.level_order(rows.batch, shape, self.products.dtype)
         start = time.perf_counter()
         yield order
         if timed is not None:
             timed((time.perf_counter() - start) / max(rows.n_packed, 1))
 
-    def explain(self, weights: dict[str, torch.Tensor], level: LevelWeights) -> dict:
-        """The plan as it applies to a model: per product weight (by name) and row class the kernel (and
-        precision) its products run with (``bmm``: a time step's products of both directions batched),
-        and per row class the directions' order. Decided by the same calls the products make (an
+    def explain(self, products: dict[str, nn.Module | torch.Tensor], step: set[str],
+                shape: tuple[int, int, int]) -> dict:
+        """The plan as it applies to a model: per product (by name: a planned linear, or a weight run by
+        :attr:`products`) and row class the kernel (and precision) it runs with (``bmm``: a time step's
+        products of both directions batched, for the products named in ``step``), and per row class the
+        order of a level of ``shape``'s directions. Decided by the same calls the products make (an
         autotuned plan measures what it has not measured yet)."""
-        products, table = self.products, []
-        step = {level.state_w[0].data_ptr(), level.projection_w[0].data_ptr()}
-        for name, w in weights.items():
+        table = []
+        for name, product in products.items():
             for rows in ROW_CLASSES:
-                x = torch.zeros(rows, w.shape[1], device="cpu" if w.is_meta else w.device)  # meta: released to int8
-                exact = products.runs_exact(x, w)
-                runs = products.exact if exact else products
-                kernel = runs.kernel(x, w)
-                batched = runs.each([w, w]).max_batched_rows if w.data_ptr() in step else 0
+                kernel, precision, batched = self._runs(product, rows)
+                batched = batched if name in step else 0
                 if batched >= rows:
                     kernel = "bmm"
                 elif batched > _previous_class(rows):  # the class's smaller steps run batched
                     kernel = f"bmm to {batched} rows, else {kernel}"
-                precision = ("int8" if products.quantizes(w) else
-                             "float32" if exact or products.dtype is None else "bfloat16")
-                table.append({"product": name, "weight": list(w.shape), "rows": _rows_label(rows), "kernel": kernel,
+                weight = list(product.shape)
+                table.append({"product": name, "weight": weight, "rows": _rows_label(rows), "kernel": kernel,
                               "precision": precision})
-        shape, orders = level.shape, {}
+        orders = {}
         for rows in ROW_CLASSES:
-            if self.plan.directions != "autotune":
-                orders[rows] = self.plan.directions
+            if self.plan.level_order != "autotune":
+                orders[rows] = self.plan.level_order
             else:
-                entry = autotune.directions_entry(rows, shape, products.dtype)
+                entry = autotune.level_order_entry(rows, shape, self.products.dtype)
                 orders[rows] = autotune.MEASURED.lookup(entry) or "measured on the first calls"
         return {"plan": self.plan.summary(), "products": table,
-                "directions": {_rows_label(r): order for r, order in orders.items()}}
+                "level_order": {_rows_label(r): order for r, order in orders.items()}}
+
+    def _runs(self, product: nn.Module | torch.Tensor, rows: int) -> tuple[str, str, int]:
+        """The kernel, precision and batched rows (:meth:`PlannedLinear.batched_rows`) of ``rows`` rows."""
+        if isinstance(product, PlannedLinear):
+            device = "cpu" if product.weight.is_meta else product.weight.device
+            x = torch.zeros(rows, product.in_features, device=device)
+            exact = getattr(product, "exact", None)
+            runs = exact if exact is not None and self.products.runs_exact(x, product.weight) else product
+            return runs.kernel(x), runs.precision, runs.batched_rows()
+        x = torch.zeros(rows, product.shape[1], device=product.device)
+        exact = self.products.runs_exact(x, product)
+        runs = self.products.exact if exact else self.products
+        return runs.kernel(x, product), "float32" if exact else self.products.precision_of(product), 0

@@ -25,9 +25,10 @@ from pyelmo.errors import ConfigError
 KERNELS = ("mm", "mm_t", "onednn")
 #: How a plan picks the kernels: the fixed rule, measured here (``autotune``), or one kernel for all.
 KERNEL_RULES = ("fixed", "autotune", *KERNELS)
-#: How the packed loop runs a level's two directions: in one loop (gate nonlinearities once over
-#: both, small step products batched) or one after the other (each direction's weights stay in cache).
-DIRECTIONS = ("together", "apart")
+#: How the packed loop runs a level's two directions (the plan's ``level_order``): in one loop (gate
+#: nonlinearities once over both, small step products batched) or one after the other (each direction's
+#: weights stay in cache).
+LEVEL_ORDERS = ("together", "apart")
 #: ``float32``: exact; ``bfloat16``: products on bfloat16 inputs and weights, float32 sums; ``int8``: the
 #: products with large weights on int8 weights (per output channel) and int8 activations (per row).
 PRECISIONS = ("float32", "bfloat16", "int8")
@@ -74,7 +75,7 @@ def usable_bf16(requested: bool) -> bool:
 def int8_engine() -> str | None:
     """The quantized engine PyTorch runs the int8 products with here (``x86``/``fbgemm`` on x86 CPUs,
     ``qnnpack`` on arm), or ``None`` if this build has none. Its dynamic linear quantizes the
-    activations per call (per tensor; :func:`pyelmo.runtime.products.int8_linear` makes that per row); on x86 to 7 bits (``reduce_range``: AVX2's 16-bit
+    activations per call (per tensor; :func:`pyelmo.runtime.kernels.int8_linear` makes that per row); on x86 to 7 bits (``reduce_range``: AVX2's 16-bit
     intermediate sums of 8-bit products would overflow), as PyTorch's own dynamic quantization does."""
     try:
         engine = torch.backends.quantized.engine
@@ -117,7 +118,7 @@ class ExecutionPlan:
     """How the inference products run on this machine (see the module docstring).
 
     ``precision``: one of :data:`PRECISIONS` (``"float32"`` exact; ``"int8"``: see :func:`int8_engine`);
-    ``kernels``: one of :data:`KERNEL_RULES`; ``directions``: one of :data:`DIRECTIONS`, or
+    ``kernels``: one of :data:`KERNEL_RULES`; ``level_order``: one of :data:`LEVEL_ORDERS`, or
     ``"autotune"`` (measured on the first calls). ``cpu``, ``torch``, ``onednn``: what the rule was
     decided from. ``int8_min_weight``: in int8 mode, the products with weights of at least this many
     elements run in int8 (0: all of them), the others exact float32.
@@ -125,7 +126,7 @@ class ExecutionPlan:
 
     precision: str = "float32"
     kernels: str = "fixed"
-    directions: str = "together"
+    level_order: str = "together"
     cpu: str = field(default_factory=lambda: cpu_flags()[0])
     torch: str = torch.__version__
     onednn: bool = field(default_factory=onednn_available)
@@ -133,7 +134,7 @@ class ExecutionPlan:
 
     def __post_init__(self) -> None:
         for name, allowed in (("precision", PRECISIONS), ("kernels", KERNEL_RULES),
-                              ("directions", (*DIRECTIONS, "autotune"))):
+                              ("level_order", (*LEVEL_ORDERS, "autotune"))):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"plan {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.kernels == "onednn" and not self.onednn:
@@ -166,11 +167,11 @@ class ExecutionPlan:
         if autotune and kernels not in (None, "autotune"):
             raise ConfigError(f"autotune measures the kernels: it cannot be combined with kernels={kernels!r}")
         rule = "autotune" if autotune else (kernels or "fixed")
-        directions = "autotune" if autotune else ("apart" if "amx_tile" in cpu_flags()[1] else "together")
+        level_order = "autotune" if autotune else ("apart" if "amx_tile" in cpu_flags()[1] else "together")
         if int8_min_weight is not None and (precision != "int8" or int8_min_weight < 0):
             raise ConfigError("int8_min_weight (--int8-min-weight) is a number of weight elements >= 0 and goes with "
                               "the int8 precision (--precision int8)")
-        return cls(precision, rule, directions, onednn=onednn_available() and on_cpu,
+        return cls(precision, rule, level_order, onednn=onednn_available() and on_cpu,
                    int8_min_weight=INT8_MIN_WEIGHT if int8_min_weight is None else int8_min_weight)
 
     @property
@@ -209,5 +210,5 @@ class ExecutionPlan:
     def summary(self) -> str:
         """One line: what the plan is and what it was decided from (recorded in output files)."""
         int8 = f" int8_min_weight={self.int8_min_weight} int8_engine={int8_engine()}" if self.precision == "int8" else ""
-        return (f"precision={self.precision} kernels={self.kernels} directions={self.directions} "
+        return (f"precision={self.precision} kernels={self.kernels} level_order={self.level_order} "
                 f"cpu={self.cpu!r} torch={self.torch} onednn={self.onednn}{int8} threads={torch.get_num_threads()}")

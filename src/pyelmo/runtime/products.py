@@ -1,17 +1,15 @@
-"""How the biLM's matrix products run: ``x @ W^T`` for the modules, as an execution plan says.
+"""Which kernel runs each product, as an execution plan says, and what ran.
 
 - ``PLAIN`` (``Products()``): ``torch`` products on the parameters themselves, differentiable
   (training, the reference path);
-- ``Products(plan)``: the inference products of an :class:`~pyelmo.runtime.plan.ExecutionPlan`: exact
-  float32 through the kernel the plan gives each shape (``torch.mm`` on ``W`` or a copy of ``W^T``,
-  or oneDNN with ``W`` prepacked), or bfloat16 inputs and weights with float32 sums, or (int8) the
-  products with the weights the plan names on int8 copies of them and int8 inputs; no autograd.
+- ``Products(plan)``: the choices of an :class:`~pyelmo.runtime.plan.ExecutionPlan`, shared by the planned
+  linears swapped into a model (:mod:`pyelmo.runtime.linear`): the precision of each weight
+  (:meth:`Products.precision_of`), the kernel of each product's row class (:meth:`Products.kernel`: exact
+  ``torch.mm`` on ``W`` or a copy of ``W^T``, or oneDNN with ``W`` prepacked; bfloat16; int8), and what
+  ran (:attr:`Products.decisions`). The token encoder's fused convolution, which is no ``nn.Linear``, runs
+  here on its derived weight (:meth:`Products.derived`, :meth:`Products.mm_native`).
 
-The kernels themselves (each one small class, one precision) are :mod:`pyelmo.runtime.kernels`; here is
-which of them runs each product, the weights prepared for them and kept, and what ran (:attr:`Products.decisions`).
-
-Small same-shaped products of several weights on their own rows (the two directions of an LSTM
-level at one time step) run as one batched product (:class:`EachDirection`).
+The kernels themselves (each one small class, one precision) are :mod:`pyelmo.runtime.kernels`.
 """
 
 from __future__ import annotations
@@ -22,18 +20,11 @@ from dataclasses import replace
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from pyelmo.runtime import autotune
 from pyelmo.runtime.kernels import Int8, Kernel, OneDNN, TorchMM
 from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # noqa: F401 (their old home)
 from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, int8_engine, row_class
-
-#: Same-shaped step products of at most this many multiply-adds each (the two directions of a
-#: level at one time step) run as one batched product on their weights stacked, when no kernel is
-#: forced: per-call overhead, not arithmetic, dominates them. Larger ones run one by one.
-BATCHED_MAX_WORK = 2**22
-
 
 class Products:
     """``x @ W^T`` for the modules: ``Products()`` differentiable ``torch`` products, ``Products(plan)``
@@ -91,16 +82,10 @@ class Products:
         """Whether the products with ``w`` run in int8 (the plan's :meth:`ExecutionPlan.quantized`)."""
         return self.int8 and self.plan.quantized(tuple(w.shape))
 
-    def release(self, w: torch.nn.Parameter) -> torch.nn.Parameter:
-        """int8 mode: pack the weight ``w`` now and return a placeholder without storage (a ``meta`` tensor of
-        its shape) for the caller to put in its place, so that the int8 copy is the only one in memory.
-        The products keep running on the packed weight through the placeholder."""
-        if not self.quantizes(w):
-            raise ValueError("only the weights that the int8 products quantize can be released")
-        packed = self.prepare(w, "int8")
-        placeholder = torch.nn.Parameter(torch.empty(w.shape, device="meta"), requires_grad=False)
-        self._weights[(id(placeholder), "int8")] = (weakref.ref(placeholder), (0, 0), packed)
-        return placeholder
+    def precision_of(self, w: torch.Tensor) -> str:
+        """The precision the products with ``w`` run in: ``int8`` (:meth:`quantizes`), ``bfloat16`` or ``float32``
+        (the name of their planned linear class, :data:`pyelmo.runtime.linear.PLANNED`)."""
+        return "int8" if self.quantizes(w) else "bfloat16" if self.dtype is not None else "float32"
 
     def runs_exact(self, x: torch.Tensor, w: torch.Tensor) -> bool:
         """In the bfloat16 mode of an autotuned plan: whether ``x @ w.T`` runs as exact float32 instead,
@@ -151,30 +136,6 @@ class Products:
             self._weights[(id(w), kernel)] = cached
         return cached[2]
 
-    def stacked(self, weights: list[torch.Tensor]) -> torch.Tensor:
-        """``(len(weights), in, out)``: each weight's ``W^T``, stacked contiguous for one batched product;
-        made once and kept while the weights are unchanged."""
-        key = tuple((w.data_ptr(), w._version) for w in weights)
-        slot = (*(id(w) for w in weights), "stacked")
-        cached = self._weights.get(slot)
-        if cached is None or cached[0]() is not weights[0] or cached[1] != key:
-            cached = (weakref.ref(weights[0]), key, torch.stack([w.detach().t() for w in weights]).contiguous())
-            self._weights[slot] = cached
-        return cached[2]
-
-    def each(self, weights: list[torch.Tensor]) -> EachDirection:
-        """The products ``x[d] @ weights[d].T`` of every direction ``d`` in a time loop (:class:`EachDirection`)."""
-        return EachDirection(self, weights)
-
-    def product(self, kernel: str, x: torch.Tensor, prepared, bias: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W^T`` through ``kernel`` in its result precision (:meth:`pyelmo.runtime.kernels.Kernel.product`)."""
-        return self.kernels[kernel].product(x, prepared, bias)
-
-    def run(self, kernel: str, x: torch.Tensor, prepared, bias: torch.Tensor | None = None,
-            out: torch.Tensor | None = None) -> torch.Tensor:
-        """``x @ W^T (+ bias)`` as float32 through ``kernel``, on its :meth:`prepare`'d weight (into ``out``)."""
-        return self.kernels[kernel].run(x, prepared, bias, out)
-
     def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
            out: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ w.T (+ bias)`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``), into ``out`` if given."""
@@ -192,63 +153,9 @@ class Products:
         kernel = self.kernel(x, w)
         return self.kernels[kernel].product(x, self.weight(w, kernel))
 
-    def linear(self, x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
-        """``layer(x)`` through these products."""
-        if self.differentiable:
-            return F.linear(x, layer.weight, layer.bias)
-        return self.mm(x, layer.weight, layer.bias)
-
-    def addmm_(self, acc: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """``acc += x @ w.T``."""
-        if self.runs_exact(x, w):
-            return self.exact.addmm_(acc, x, w)
-        kernel = self.kernel(x, w)
-        return self.kernels[kernel].addmm_(acc, x, self.weight(w, kernel))
-
-
-class EachDirection:
-    """``x[d] @ weights[d].T`` for every direction ``d`` (``x (D, n, in)``) at each step of a time loop.
-
-    Made once per loop: the weights' stacked ``W^T`` is looked up once, not at every step. Steps
-    of at most :data:`BATCHED_MAX_WORK` multiply-adds per direction run as one batched product on
-    it (float32, no kernel forced); larger ones run per direction through their chosen kernels.
-    Steps that the bfloat16 mode runs exact (:meth:`Products.runs_exact`) go through ``exact``'s.
-    """
-
-    def __init__(self, products: Products, weights: list[torch.Tensor]) -> None:
-        self.products, self.weights = products, weights
-        batches = (products.dtype is None and not products.forced and not products.quantizes(weights[0])
-                   and weights[0].dtype == torch.float32)
-        self.max_batched_rows = BATCHED_MAX_WORK // weights[0].numel() if batches else 0
-        self.stacked = products.stacked(weights) if self.max_batched_rows else None
-        self.exact = products.exact.each(weights) if products.dtype is not None and products.plan.autotune else None
-
-    def runs_exact(self, x: torch.Tensor) -> bool:
-        return self.exact is not None and self.products.runs_exact(x[0], self.weights[0])  # x (D, n, in)
-
-    def batched(self, rows: int) -> bool:
-        """Whether a step of ``rows`` rows runs as one batched product."""
-        return rows <= self.max_batched_rows
-
-    def addmm_(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``acc[d] += x[d] @ weights[d].T`` for each ``d`` (``acc (D, n, out)``)."""
-        if self.runs_exact(x):
-            return self.exact.addmm_(acc, x)
-        if self.batched(x.shape[1]):
-            return acc.baddbmm_(x, self.stacked)
-        for d, w in enumerate(self.weights):
-            self.products.addmm_(acc[d], x[d], w)
-        return acc
-
-    def mm_out(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """``out[d] = x[d] @ weights[d].T`` for each ``d`` (``out (D, n, out)``)."""
-        if self.runs_exact(x):
-            return self.exact.mm_out(x, out)
-        if self.batched(x.shape[1]):
-            return torch.bmm(x, self.stacked, out=out)
-        for d, w in enumerate(self.weights):
-            self.products.mm(x[d], w, out=out[d])
-        return out
+    def linear(self, x: torch.Tensor, layer: torch.nn.Module) -> torch.Tensor:
+        """``layer(x)`` (an ``nn.Linear``, or the planned linear that a plan swapped in for it)."""
+        return layer(x)
 
 
 #: Plain differentiable ``torch`` products on the parameters themselves (training, the reference path).

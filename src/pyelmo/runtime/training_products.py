@@ -25,7 +25,7 @@ class _PrepackedLinear(torch.autograd.Function):
                 products: TrainingProducts) -> torch.Tensor:
         ctx.save_for_backward(x, w)
         ctx.products, ctx.has_bias = products, bias is not None
-        return products.run("onednn", x, products.weight(w, "onednn"), bias)
+        return products.kernels["onednn"].run(x, products.weight(w, "onednn"), bias)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
@@ -34,7 +34,7 @@ class _PrepackedLinear(torch.autograd.Function):
         grad = grad.contiguous()
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_x = products.run("onednn", grad, products.transposed_weight(w))
+            grad_x = products.kernels["onednn"].run(grad, products.transposed_weight(w))
         if ctx.needs_input_grad[1]:
             grad_w = grad.t().mm(x)
         if ctx.has_bias and ctx.needs_input_grad[2]:

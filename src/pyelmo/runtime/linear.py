@@ -1,0 +1,241 @@
+"""Planned linear layers: an ``nn.Linear``'s ``x W^T + b`` as an execution plan runs it.
+
+Applying a plan swaps them in for a model's ``nn.Linear`` s once, at load (:func:`swap_linears`), the way
+``torch.ao.quantization.quantize_dynamic`` swaps in its dynamic linears: the model's code does not change,
+and an un-swapped ``nn.Linear`` is the differentiable path. Each class is one precision and owns its
+prepared weight (made once, for the kernels the plan picks per row class:
+:class:`pyelmo.runtime.products.Products`):
+
+- :class:`ExactLinear`: float32, ``torch.mm`` on ``W^T`` or oneDNN prepacked;
+- :class:`BFloat16Linear`: bfloat16 inputs and weights, float32 sums (exact where autotune measured it faster);
+- :class:`Int8Linear`: int8 weights and inputs (only the int8 copy of ``W`` is kept).
+
+A new precision or engine is one new class, registered by :func:`planned` under the name the plan's
+:meth:`~pyelmo.runtime.products.Products.precision_of` gives. :func:`paired` runs the same product of
+a level's directions, each on its own rows: small step products as one batched product.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from pyelmo.runtime.kernels import quantize_int8
+from pyelmo.runtime.products import Products
+
+#: Same-shaped step products of at most this many multiply-adds each (the two directions of a
+#: level at one time step) run as one batched product on their weights stacked, when no kernel is
+#: forced: per-call overhead, not arithmetic, dominates them. Larger ones run one by one.
+BATCHED_MAX_WORK = 2**22
+
+#: The planned linear class of each precision name (:func:`planned`).
+PLANNED: dict[str, type[PlannedLinear]] = {}
+
+
+def planned(name: str) -> Callable[[type[PlannedLinear]], type[PlannedLinear]]:
+    """Register a :class:`PlannedLinear` class as the one that runs the products of precision ``name``."""
+    def register(cls: type[PlannedLinear]) -> type[PlannedLinear]:
+        cls.precision = name
+        PLANNED[name] = cls
+        return cls
+    return register
+
+
+class PlannedLinear(nn.Module):
+    """``x W^T + b`` through the kernels ``products`` picks per row class, on ``W`` prepared for them.
+
+    ``forward(x)`` is ``nn.Linear``'s; :meth:`affine` (another bias, into ``out``), :meth:`product` and
+    :meth:`add_to` are the in-place forms the inference loop runs. No autograd."""
+
+    precision = ""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
+        super().__init__()
+        self.out_features, self.in_features = weight.shape
+        self.products = products
+        self.register_buffer("bias", None if bias is None else bias.detach())
+        self._prepared: dict[str, object] = {}
+        self._pairs: dict[tuple[int, ...], PlannedPair] = {}
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, precision={self.precision}"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.out_features, self.in_features
+
+    def kernel(self, x: torch.Tensor) -> str:
+        """The kernel that runs ``x``'s rows (the plan's, recorded in ``products.decisions``)."""
+        return self.products.kernel(x, self.weight)
+
+    def prepared(self, kernel: str) -> object:
+        """``W`` as ``kernel`` takes it, made on first use and kept."""
+        if kernel not in self._prepared:
+            self._prepared[kernel] = self.products.prepare(self.weight, kernel)
+        return self._prepared[kernel]
+
+    def affine(self, x: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``x W^T (+ bias)`` as float32, into ``out`` if given."""
+        kernel = self.kernel(x)
+        return self.products.kernels[kernel].run(x, self.prepared(kernel), bias, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = self.affine(x.reshape(-1, x.shape[-1]), self.bias)
+        return flat.view(*x.shape[:-1], -1)
+
+    def product(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``x W^T`` (no bias) as float32, into ``out`` if given."""
+        return self.affine(x, None, out)
+
+    def add_to(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``acc += x W^T``."""
+        kernel = self.kernel(x)
+        return self.products.kernels[kernel].addmm_(acc, x, self.prepared(kernel))
+
+    def batched_rows(self) -> int:
+        """Up to how many rows a step product of several directions runs as one batched product (0: never)."""
+        return 0
+
+    def pair(self, linears: Sequence[PlannedLinear]) -> PlannedPair:
+        """:class:`PlannedPair` of ``linears`` (this one first), made once."""
+        key = tuple(id(linear) for linear in linears)
+        if key not in self._pairs:
+            self._pairs[key] = PlannedPair(linears)
+        return self._pairs[key]
+
+
+@planned("float32")
+class ExactLinear(PlannedLinear):
+    """Exact float32: ``torch.mm`` on ``W^T`` (a view, or a contiguous copy) or oneDNN with ``W`` prepacked,
+    as the plan picks per row class; the directions' small step products batched."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
+        super().__init__(weight, bias, products)
+        self.register_buffer("weight", weight.detach())
+
+    def batched_rows(self) -> int:
+        batches = not self.products.forced and self.weight.dtype == torch.float32
+        return BATCHED_MAX_WORK // self.weight.numel() if batches else 0
+
+
+@planned("bfloat16")
+class BFloat16Linear(PlannedLinear):
+    """bfloat16 inputs and weights, float32 sums; the row classes an autotuned plan measured faster in
+    exact float32 run through an :class:`ExactLinear` of the same weight."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
+        super().__init__(weight, bias, products)
+        self.register_buffer("weight", weight.detach())
+        self.exact = ExactLinear(weight, bias, products.exact) if products.plan.autotune else None
+
+    def affine(self, x, bias, out=None):
+        if self.exact is not None and self.products.runs_exact(x, self.weight):
+            return self.exact.affine(x, bias, out)
+        return super().affine(x, bias, out)
+
+    def add_to(self, acc, x):
+        if self.exact is not None and self.products.runs_exact(x, self.weight):
+            return self.exact.add_to(acc, x)
+        return super().add_to(acc, x)
+
+
+@planned("int8")
+class Int8Linear(PlannedLinear):
+    """int8 weights (per output channel) and inputs (per row, on a fixed range), int32 sums
+    (:func:`pyelmo.runtime.kernels.int8_linear`); only the int8 copy of ``W`` is kept."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
+        super().__init__(weight, bias, products)
+        self._prepared["int8"] = quantize_int8(weight)
+        self.weight = torch.empty(weight.shape, device="meta")  # the shape the plan decides by; no storage
+
+
+def swap_linears(model: nn.Module, products: Products) -> nn.Module:
+    """Replace every ``nn.Linear`` in ``model`` by the planned linear of its weight's precision under
+    ``products``' plan (:data:`PLANNED`); ``model`` is changed in place and returned."""
+    for name, child in list(model.named_children()):
+        if type(child) is nn.Linear:
+            cls = PLANNED[products.precision_of(child.weight)]
+            setattr(model, name, cls(child.weight, child.bias, products))
+        else:
+            swap_linears(child, products)
+    return model
+
+
+class PlannedPair:
+    """The same product of a level's directions ``d``, each on its own rows ``x[d]`` (``x (D, n, in)``).
+
+    Steps of at most :meth:`PlannedLinear.batched_rows` rows per direction run as one batched product
+    on the weights' stacked ``W^T`` (made here, once); larger ones direction by direction."""
+
+    def __init__(self, linears: Sequence[PlannedLinear]) -> None:
+        self.linears = list(linears)
+        self.max_batched_rows = linears[0].batched_rows()
+        self.stacked = (torch.stack([linear.weight.t() for linear in linears]).contiguous()
+                        if self.max_batched_rows else None)
+        exact = [getattr(linear, "exact", None) for linear in linears]
+        self.exact = exact[0].pair(exact) if all(e is not None for e in exact) else None
+
+    def _runs_exact(self, x: torch.Tensor) -> bool:
+        first = self.linears[0]
+        return self.exact is not None and first.products.runs_exact(x[0], first.weight)
+
+    def affine(self, x: torch.Tensor, biases: Sequence[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
+        """``out[d] = x[d] W_d^T + biases[d]``, direction by direction (large products)."""
+        for d, linear in enumerate(self.linears):
+            linear.affine(x[d], biases[d], out=out[d])
+        return out
+
+    def add_to(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``acc[d] += x[d] W_d^T``."""
+        if self._runs_exact(x):
+            return self.exact.add_to(acc, x)
+        if x.shape[1] <= self.max_batched_rows:
+            return acc.baddbmm_(x, self.stacked)
+        for d, linear in enumerate(self.linears):
+            linear.add_to(acc[d], x[d])
+        return acc
+
+    def product(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out[d] = x[d] W_d^T``."""
+        if self._runs_exact(x):
+            return self.exact.product(x, out)
+        if x.shape[1] <= self.max_batched_rows:
+            return torch.bmm(x, self.stacked, out=out)
+        for d, linear in enumerate(self.linears):
+            linear.product(x[d], out=out[d])
+        return out
+
+
+class DifferentiablePair:
+    """:class:`PlannedPair`'s products for ``nn.Linear`` s under autograd: new tensors, every direction
+    in one batched product on the weights' stacked ``W^T`` (``out`` is not used)."""
+
+    def __init__(self, linears: Sequence[nn.Linear]) -> None:
+        self.stacked = torch.stack([linear.weight for linear in linears]).transpose(1, 2)
+
+    def affine(self, x: torch.Tensor, biases: Sequence[torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.baddbmm(torch.stack(list(biases))[:, None], x, self.stacked)
+
+    def add_to(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(acc, x, self.stacked)
+
+    def product(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.bmm(x, self.stacked)
+
+
+def paired(linears: Sequence[nn.Module]) -> PlannedPair | DifferentiablePair:
+    """The products of ``linears`` (one per direction, same shape) over each direction's rows: planned
+    ones as their plan runs them, ``nn.Linear`` s differentiable."""
+    if isinstance(linears[0], PlannedLinear):
+        return linears[0].pair(linears)
+    if any(isinstance(linear, PlannedLinear) for linear in linears):
+        raise ValueError("a level's directions must all be planned, or none")
+    return DifferentiablePair(linears)
+
+
+def is_planned(model: nn.Module) -> bool:
+    """Whether a plan was applied to ``model`` (it holds planned linears)."""
+    return any(isinstance(module, PlannedLinear) for module in model.modules())
