@@ -255,10 +255,12 @@ def _reads_of(path: Path, fields: set[str]) -> list[str]:
 
 
 def test_runtime_reads_no_modeling_object_by_its_fields():
-    """runtime/ runs products on the tensors modeling/ hands it (``LevelWeights``), never reaching into a
-    layer's fields by name (duck typing the layering rule cannot see)."""
+    """runtime/ runs the linear modules modeling/ hands it (``runtime.linear.paired``) and the planned ones
+    it swapped in for ``nn.Linear`` s by type, never reaching into a layer's fields by name (duck typing
+    the layering rule cannot see)."""
     fields = _modeling_fields()
-    assert {"input_gates", "state_gates", "projection", "gate_bias", "cell", "token_encoder"} <= fields
+    assert {"input_gates", "state_gates", "projection", "gate_bias", "cell", "token_encoder", "directions",
+            "apply_plan"} <= fields
     reads = [r for path in sorted((SRC / "runtime").glob("*.py")) for r in _reads_of(path, fields)]
     assert not reads, reads
 
