@@ -94,6 +94,11 @@ class PlannedLinear(nn.Module):
         kernel = self.kernel(x)
         return self.products.kernels[kernel].addmm_(acc, x, self.prepared(kernel))
 
+    def _apply(self, fn, recurse=True):  # moved or cast (``.to()``): prepared again on first use
+        self._prepared.clear()
+        self._pairs.clear()
+        return super()._apply(fn, recurse)
+
     def batched_rows(self) -> int:
         """Up to how many rows a step product of several directions runs as one batched product (0: never)."""
         return 0
@@ -150,6 +155,10 @@ class Int8Linear(PlannedLinear):
         super().__init__(weight, bias, products)
         self._prepared["int8"] = quantize_int8(weight)
         self.weight = torch.empty(weight.shape, device="meta")  # the shape the plan decides by; no storage
+
+    def _apply(self, fn, recurse=True):  # the int8 copy is the only one: kept as it is (int8 runs on the CPU)
+        self._pairs.clear()
+        return nn.Module._apply(self, fn, recurse)
 
 
 def swap_linears(model: nn.Module, products: Products) -> nn.Module:
