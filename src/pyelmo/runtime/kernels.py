@@ -7,8 +7,9 @@
 
 Each has ``prepare(w)``, ``product(x, prepared, bias)`` (its own result precision), ``run`` (float32, into
 ``out``) and ``addmm_`` (``acc += x W^T``). Which kernel runs which product is the execution plan's
-(:class:`pyelmo.runtime.products.Products`); a new precision or kernel is a new class here and its name
-in :meth:`pyelmo.runtime.products.Products.kernels`.
+(:class:`pyelmo.runtime.products.Products`); the planned linears (:mod:`pyelmo.runtime.linear`) run them
+on their prepared weights. A new kernel is a new class here and its name in
+:meth:`pyelmo.runtime.products.Products.kernels`.
 """
 
 from __future__ import annotations

@@ -27,13 +27,13 @@ from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # no
 from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, int8_engine, row_class
 
 class Products:
-    """``x @ W^T`` for the modules: ``Products()`` differentiable ``torch`` products, ``Products(plan)``
-    the inference products of ``plan`` (see the module docstring).
+    """``Products()``: differentiable ``torch`` products; ``Products(plan)``: ``plan``'s choices for the
+    planned linears of a model and its fused convolution (see the module docstring).
 
-    Prepared weights (transposed, packed and/or cast to bfloat16, and any :meth:`derived` weight)
-    are made once per parameter, kept while the parameter lives, and remade when it changes
-    (in-place update, reload, ``.to()``). :attr:`decisions` records the kernel each shape class
-    ran with, so what ran can be compared with the printed plan.
+    :attr:`decisions` records the kernel each shape class ran with, so what ran can be compared with
+    the printed plan. The weights :meth:`weight` and :meth:`derived` prepare (the fused convolution's,
+    a planned copy of a model) are kept while their parameters are unchanged (in-place update, reload,
+    ``.to()`` make them anew).
     """
 
     def __init__(self, plan: ExecutionPlan | None = None) -> None:
