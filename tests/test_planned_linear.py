@@ -1,0 +1,85 @@
+"""Planned linear layers (pyelmo.runtime.linear): a plan applied to a biLM swaps its nn.Linears, once;
+the same vectors as the planned copy an unplanned biLM runs as; the weights and state kept."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from pyelmo.modeling.characters import batch_to_ids
+from pyelmo.modelio.weights import model_fingerprint
+from pyelmo.runtime.linear import PLANNED, BFloat16Linear, ExactLinear, Int8Linear, PlannedLinear, swap_linears
+from pyelmo.runtime.options import RunOptions
+from pyelmo.runtime.plan import ExecutionPlan
+from pyelmo.runtime.products import Products
+
+SENTENCES = [["the", "cat", "sat"], ["a"], ["bank", "of", "the", "river", "bank"]]
+
+
+def _linears(model: nn.Module) -> list[nn.Module]:
+    return [m for m in model.modules() if isinstance(m, (nn.Linear, PlannedLinear))]
+
+
+def test_each_precision_has_one_registered_class():
+    assert PLANNED == {"float32": ExactLinear, "bfloat16": BFloat16Linear, "int8": Int8Linear}
+
+
+@pytest.mark.parametrize("plan", [ExecutionPlan(), ExecutionPlan(kernels="mm"),
+                                  ExecutionPlan(precision="int8", int8_min_weight=0)])
+def test_a_planned_linear_computes_the_linear(plan):
+    torch.manual_seed(0)
+    linear = nn.Linear(24, 40)
+    x = torch.randn(5, 24)
+    planned = swap_linears(nn.Sequential(linear), Products(plan))[0]
+    assert isinstance(planned, PLANNED[plan.precision])
+    with torch.no_grad():
+        want = linear(x)
+        tolerance = 0.05 if plan.precision == "int8" else 1e-5
+        torch.testing.assert_close(planned(x), want, rtol=tolerance, atol=tolerance)
+        acc = torch.ones(5, 40)
+        torch.testing.assert_close(planned.add_to(acc, x), 1 + want - linear.bias, rtol=tolerance, atol=tolerance)
+
+
+def test_applying_a_plan_swaps_every_linear_and_keeps_the_state(tiny_model):
+    options = RunOptions.inference()
+    fingerprint = model_fingerprint(tiny_model)
+    with torch.no_grad():
+        copy = tiny_model(batch_to_ids(SENTENCES), options=options).layers  # a planned copy runs
+    assert all(type(m) is nn.Linear for m in _linears(tiny_model))  # the model handed in is left as it is
+    planned = tiny_model.apply_plan(RunOptions.inference())
+    assert planned is tiny_model and all(isinstance(m, ExactLinear) for m in _linears(tiny_model))
+    assert model_fingerprint(tiny_model) == fingerprint  # float32: the same weights under the same names
+    with torch.no_grad(), pytest.raises(ValueError, match="owner's run options"):
+        tiny_model(batch_to_ids(SENTENCES), options=options)  # planned for other options
+    with pytest.raises(ValueError, match="owner's run options"):
+        tiny_model(batch_to_ids(SENTENCES))  # nor differentiable
+    with pytest.raises(ValueError, match="once"):
+        tiny_model.apply_plan(RunOptions.inference())
+    assert copy.abs().max() > 0
+
+
+def test_a_planned_biLM_equals_the_planned_copy_bit_for_bit(tiny_model):
+    import copy
+
+    options = RunOptions.inference()
+    owned = copy.deepcopy(tiny_model)
+    owned_options = RunOptions.inference()
+    owned.apply_plan(owned_options)
+    with torch.no_grad():
+        a = tiny_model(batch_to_ids(SENTENCES), options=options).layers
+        b = owned(batch_to_ids(SENTENCES), options=owned_options).layers
+    assert torch.equal(a, b)
+    assert options.products.decisions == owned_options.products.decisions  # recorded the same way
+
+
+def test_the_planned_copy_is_made_once_and_again_after_a_weight_change(tiny_model):
+    options = RunOptions.inference()
+    with torch.no_grad():
+        first = tiny_model.for_run(options)
+        assert tiny_model.for_run(options) is first
+        before = tiny_model(batch_to_ids(SENTENCES), options=options).layers
+        tiny_model.directions[0][0].state_gates.weight.mul_(0.5)
+        assert tiny_model.for_run(options) is not first
+        after = tiny_model(batch_to_ids(SENTENCES), options=options).layers
+    assert not torch.equal(before, after)
