@@ -23,6 +23,7 @@ from pyelmo.modeling.encoder import conv_max_gemm, encode_distinct, padded_conv_
 from pyelmo.modeling.lstm import run_lstm
 from pyelmo.runtime import backends
 from pyelmo.runtime.backends import Differentiable, Inference
+from pyelmo.runtime.linear import BFloat16Linear
 from pyelmo.runtime.options import CarriedStates, RunOptions
 from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, onednn_available
 from pyelmo.runtime.products import PLAIN, Products, onednn_rows
@@ -233,15 +234,19 @@ def test_char_cnn_pools_bfloat16_responses_before_converting():
         got = conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products)
         weight, bias, _ = padded_conv_weights(encoder.convolutions)
         assert got.dtype == torch.float32
-        converted = products.mm_native(torch.zeros(1, weight.shape[1]), weight)
+        converted = BFloat16Linear(weight, None, products).native(torch.zeros(1, weight.shape[1]))
         assert converted.dtype == torch.bfloat16
         chars = encoder.char_embedding(ids).to(torch.bfloat16).float().transpose(1, 2)
         expected = torch.cat([conv(chars).amax(-1) for conv in encoder.convolutions], -1)
         assert (got - expected).abs().max() < 0.05  # bfloat16 products
         # exactly the float32 max of the same bfloat16 products
-        original_mm_native = products.mm_native
-        products.mm_native = lambda x, w: original_mm_native(x, w).float()
-        assert torch.equal(conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products), got)
+        original_native = BFloat16Linear.native
+        BFloat16Linear.native = lambda self, x: original_native(self, x).float()
+        try:
+            products = Products(ExecutionPlan(precision="bfloat16", kernels="mm"))
+            assert torch.equal(conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products), got)
+        finally:
+            BFloat16Linear.native = original_native
 
 
 def test_token_cache_equals_encoder_and_stays_bounded(plan):

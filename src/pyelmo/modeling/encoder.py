@@ -3,9 +3,10 @@
 char embedding -> 1-D convolutions of several widths, max over positions, activation
 -> highway layers -> linear projection. Its output is the biLM's layer 0.
 
-The matrix products run through a :class:`pyelmo.runtime.products.Products` (``PLAIN``: ``torch``,
-differentiable); ``fused_conv=True`` computes the convolutions of all widths as one
-product over the same weights (:func:`conv_max_gemm`).
+The linear layers are the modules' own (``nn.Linear``, or the planned linears a plan swapped in:
+:mod:`pyelmo.runtime.linear`), called through ``products.linear`` (training's oneDNN products override
+it); ``fused_conv=True`` computes the convolutions of all widths as one product over the same weights
+(:func:`conv_max_gemm`), differentiable with ``PLAIN``, else a planned linear of the padded weights.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from torch import nn
 
 from pyelmo.config import CharCNNConfig
 from pyelmo.modeling.characters import PAD_CHAR
+from pyelmo.runtime.linear import weight_product
 from pyelmo.runtime.products import PLAIN, Products
 from pyelmo.runtime.token_cache import TokenCache
 
@@ -106,6 +108,13 @@ def padded_conv_weights(convolutions: torch.nn.ModuleList) -> tuple[torch.Tensor
     return weight, torch.cat([conv.bias for conv in convolutions]), groups
 
 
+def _fused(convolutions: torch.nn.ModuleList, products: Products):
+    """The fused convolutions' product (``x -> x W^T``, :func:`pyelmo.runtime.linear.weight_product`), biases,
+    filter groups and widest width."""
+    weight, bias, groups = padded_conv_weights(convolutions)
+    return weight_product(weight, products), bias, groups, max(width for _, _, width in groups)
+
+
 def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.ModuleList, char_ids: torch.Tensor,
                   products: Products) -> torch.Tensor:
     """Every convolution's max over positions (bias included, before the activation): ``(N, C) -> (N, n_filters)``.
@@ -117,19 +126,18 @@ def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.Mod
     non-padding character hold padding characters only: they all give one response per
     filter, computed once instead of at each of those starts.
     """
-    weight, bias, groups = products.derived(convolutions, lambda: padded_conv_weights(convolutions))
+    product, bias, groups, widest = products.derived(convolutions, lambda: _fused(convolutions, products))
     n_tokens, n_chars = char_ids.shape
     emb = char_embedding.embedding_dim
-    widest = weight.shape[1] // emb
     # window starts computed one by one: 0 .. (the last non-padding character of any row)
     positions = torch.arange(1, n_chars + 1, device=char_ids.device)
     starts = max(int((char_ids.ne(PAD_ID) * positions).amax()) if n_tokens else 0, 1)
     kept = min(n_chars, starts + widest - 1)  # the characters those windows read; zeros after the row's end
     chars = F.pad(char_embedding(char_ids[:, :kept]), (0, 0, 0, starts + widest - 1 - kept))
     windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * starts, widest * emb)
-    responses = products.mm_native(windows, weight).view(n_tokens, starts, -1)  # bfloat16 in the bfloat16 mode
+    responses = product(windows).view(n_tokens, starts, -1)  # bfloat16 in the bfloat16 mode
     padding_window = char_embedding.weight[PAD_ID].repeat(widest)[None]  # (1, widest * emb)
-    padding_response = products.mm_native(padding_window, weight)[0]
+    padding_response = product(padding_window)[0]
     if starts <= n_chars - widest:  # every filter's windows are valid, and some hold padding only: one max
         # (under autograd ``max``, whose backward scatters to the argmax, rather than ``amax``'s tie masks)
         pooled = responses.max(dim=1).values if responses.requires_grad else responses.amax(dim=1)

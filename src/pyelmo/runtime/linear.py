@@ -17,6 +17,7 @@ a level's directions, each on its own rows: small step products as one batched p
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import torch
@@ -94,6 +95,12 @@ class PlannedLinear(nn.Module):
         kernel = self.kernel(x)
         return self.products.kernels[kernel].addmm_(acc, x, self.prepared(kernel))
 
+    def native(self, x: torch.Tensor) -> torch.Tensor:
+        """``x W^T`` in the kernel's own result precision (bfloat16 in the bfloat16 mode): for results that
+        are only compared (a max commutes with the exact conversion to float32, made on fewer values)."""
+        kernel = self.kernel(x)
+        return self.products.kernels[kernel].product(x, self.prepared(kernel))
+
     def _apply(self, fn, recurse=True):  # moved or cast (``.to()``): prepared again on first use
         self._prepared.clear()
         self._pairs.clear()
@@ -145,6 +152,11 @@ class BFloat16Linear(PlannedLinear):
             return self.exact.add_to(acc, x)
         return super().add_to(acc, x)
 
+    def native(self, x):
+        if self.exact is not None and self.products.runs_exact(x, self.weight):
+            return self.exact.native(x)
+        return super().native(x)
+
 
 @planned("int8")
 class Int8Linear(PlannedLinear):
@@ -159,6 +171,15 @@ class Int8Linear(PlannedLinear):
     def _apply(self, fn, recurse=True):  # the int8 copy is the only one: kept as it is (int8 runs on the CPU)
         self._pairs.clear()
         return nn.Module._apply(self, fn, recurse)
+
+
+def weight_product(weight: torch.Tensor, products: Products) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``x -> x W^T`` in the products' own result precision for a weight no ``nn.Linear`` holds (the token
+    encoder's fused convolutions'): under a plan its planned linear's :meth:`PlannedLinear.native`, made
+    here, else the differentiable ``products.mm_native``."""
+    if products.differentiable:
+        return functools.partial(products.mm_native, w=weight)
+    return PLANNED[products.precision_of(weight)](weight, None, products).native
 
 
 def swap_linears(model: nn.Module, products: Products) -> nn.Module:
@@ -244,7 +265,3 @@ def paired(linears: Sequence[nn.Module]) -> PlannedPair | DifferentiablePair:
         raise ValueError("a level's directions must all be planned, or none")
     return DifferentiablePair(linears)
 
-
-def is_planned(model: nn.Module) -> bool:
-    """Whether a plan was applied to ``model`` (it holds planned linears)."""
-    return any(isinstance(module, PlannedLinear) for module in model.modules())

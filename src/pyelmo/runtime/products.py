@@ -7,7 +7,7 @@
   (:meth:`Products.precision_of`), the kernel of each product's row class (:meth:`Products.kernel`: exact
   ``torch.mm`` on ``W`` or a copy of ``W^T``, or oneDNN with ``W`` prepacked; bfloat16; int8), and what
   ran (:attr:`Products.decisions`). The token encoder's fused convolution, which is no ``nn.Linear``, runs
-  here on its derived weight (:meth:`Products.derived`, :meth:`Products.mm_native`).
+  as a planned linear of its derived weight (:meth:`Products.derived`, kept while the convolutions are unchanged).
 
 The kernels themselves (each one small class, one precision) are :mod:`pyelmo.runtime.kernels`.
 """
@@ -145,13 +145,9 @@ class Products:
         return self.kernels[kernel].run(x, self.weight(w, kernel), bias, out)
 
     def mm_native(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """``x @ w.T`` in the products' own result precision: bfloat16 in the bfloat16 mode, else
-        as :meth:`mm`. For results that are only compared (a max commutes with the exact
-        bfloat16 -> float32 conversion), so the conversion runs on the fewer values that are kept."""
-        if self.dtype is None or self.runs_exact(x, w):
-            return (self if self.dtype is None else self.exact).mm(x, w)
-        kernel = self.kernel(x, w)
-        return self.kernels[kernel].product(x, self.weight(w, kernel))
+        """``x @ w.T`` of the differentiable products (:meth:`mm`); a plan's run through its planned linear's
+        ``native`` (:func:`pyelmo.runtime.linear.weight_product`)."""
+        return self.mm(x, w)
 
     def linear(self, x: torch.Tensor, layer: torch.nn.Module) -> torch.Tensor:
         """``layer(x)`` (an ``nn.Linear``, or the planned linear that a plan swapped in for it)."""
