@@ -10,7 +10,6 @@ gradient equals that of one process running the whole global batch.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import time
 from pathlib import Path
@@ -247,7 +246,7 @@ class Trainer:
         self.elapsed = time.perf_counter() - start
         self.save_checkpoint()
         model_dir = (self.out / "model" if self.signal is not None else
-                     self.folder.save_final(self._save_model, self.config.train.keep_best and self.best is not None))
+                     self.folder.save_final(self._save_model, t.keep_best and self.best is not None))
         if self.dist.world > 1:
             torch.distributed.barrier()
             if self.dist.initialized_here:
