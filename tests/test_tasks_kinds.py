@@ -19,19 +19,19 @@ def test_the_registry_holds_one_kind_per_module_of_tasks_kinds():
     import pyelmo.tasks.kinds as package
 
     modules = sorted(p.stem for p in Path(package.__path__[0]).glob("*.py") if p.stem != "__init__")
-    assert sorted(kind_names()) == modules and kind_names() == ("classify", "tag", "qa")
+    assert sorted(kind_names()) == modules and kind_names()[:3] == ("classify", "tag", "qa")
     for name in kind_names():
         kind = task_kind(name)
         assert kind.name == name and kind.description.startswith(name) and kind.extension
         assert kind.context in ("line", "sentence") and set(kind.defaults) == {"hidden", "batch_size", "lr", "dropout"}
-    with pytest.raises(Exception, match="task kind must be one of classify, tag, qa, got 'regress'"):
+    with pytest.raises(Exception, match="task kind must be one of classify, tag, qa.*, got 'regress'"):
         task_kind("regress")
 
 
 class _Pairs(TaskKind):
     """A kind made up by the test: it is on the command line as soon as it is registered."""
 
-    name, order = "pairs", 4
+    name, order = "pairs", 1000
     help, description = "pairs (TSV)", "pairs:    a made-up kind"
     defaults = {"hidden": 8, "batch_size": 4, "lr": 1e-3, "dropout": 0.1}
     options = (KindOption("--pretokenized", "pretokenized", "shared with classify"),
@@ -45,8 +45,9 @@ def test_a_registered_kind_is_a_choice_with_its_options(monkeypatch):
     args = parser.parse_args(["task", "train", "pairs", "--train", "t", "--dev", "d", "--out", "o",
                               "--pretokenized", "--pair-sep", "|"])
     assert args.kind == "pairs" and args.pretokenized and args.pair_sep == "|"
-    assert args.kind_options == {"pretokenized": ["classify", "pairs"], "max_answer_tokens": ["qa"],
-                                 "pair_sep": ["pairs"]}
+    owners = args.kind_options
+    assert owners["pretokenized"] == ["classify", "pairs"] and owners["pair_sep"] == ["pairs"]
+    assert owners["max_answer_tokens"] == ["qa"]
     assert "pairs:    a made-up kind" in parser._subparsers._group_actions[0].choices["task"].description
 
 
