@@ -90,3 +90,17 @@ def test_results_written_on_the_old_scale_read_in_percent():
     assert in_percent(old, None) == {"accuracy": 90.0, "macro_f1": 85.0, "span_f1": None, "n": 20, "f1": 71.5,
                                      "exact_match": 60.0}
     assert in_percent({"accuracy": 90.0}, SCALE) == {"accuracy": 90.0} and SCALE == "percent"
+
+
+def test_train_json_says_the_scale_and_the_score_is_in_percent(data, capsys):  # noqa: F811
+    import json
+
+    out = data / "m"
+    assert main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
+                 "--out", str(out), "--features", "static", "--static-vectors", str(data / "vec.txt"),
+                 "--hidden", "8", "--max-epochs", "2", "--min-steps", "0", "--quiet", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads((out / "config.json").read_text())["training"]
+    assert printed["scale"] == saved["scale"] == "percent" and printed["kind"] == "classify"
+    assert printed["best_dev"] == saved["best_dev"] == max(h["dev"]["accuracy"] for h in saved["history"])
+    assert 1 < printed["best_dev"] <= 100  # 20 dev examples: a fraction would be at most 1
