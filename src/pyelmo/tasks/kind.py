@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from pyelmo.errors import InputError
+from pyelmo.tasks.data import TRUST_HINT
 
 _KINDS: dict[str, "TaskKind"] = {}
+_LOADED: list[bool] = []  # not empty once every module of pyelmo.tasks.kinds was imported
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,6 @@ class KindOption:
     help: str
     type: type | None = None
     metavar: str | None = None
-
-
-_LOADED: list[bool] = []  # not empty once every module of pyelmo.tasks.kinds was imported
 
 
 class TaskKind:
@@ -74,8 +73,6 @@ class TaskKind:
     def check(self, examples: Sequence, path, training: bool = True, trust_format: bool = False) -> None:
         """Stop on the obvious wrong file before any work (a strong guess; a weaker one, or any with
         ``trust_format``, is a warning), and (``training``) on a single label."""
-        from pyelmo.tasks.data import TRUST_HINT
-
         for strong, message in self.layout_guesses(examples, path):
             if strong and not trust_format:
                 raise InputError(f"{message} ({TRUST_HINT})")
