@@ -9,14 +9,6 @@ from pyelmo.errors import InputError
 from pyelmo.tasks import CONTEXTS, FEATURES
 
 
-#: Unset --hidden, --batch-size, --lr and dropout per kind.  The reader's are chosen for small sets
-#: as well as the cloze set (docs/TASKS.md, "A small set: the learning curve"): its modelling BiLSTM
-#: reads 8 x hidden inputs a token and dominates its cost; dropout also on its static vectors.
-KIND_DEFAULTS = {"classify": {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2},
-                 "tag": {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2},
-                 "qa": {"hidden": 64, "batch_size": 16, "lr": 2e-3, "dropout": 0.4}}
-
-
 @dataclass
 class TrainOptions:
     """How ``train_task`` trains (the command line's switches)."""
@@ -28,7 +20,7 @@ class TrainOptions:
     max_epochs: int = 20
     patience: int = 3
     min_steps: int = 300  # optimizer updates before early stopping may end training
-    batch_size: int | None = None  # None: the kind's (KIND_DEFAULTS, for_kind)
+    batch_size: int | None = None  # None: the kind's (TaskKind.defaults, for_kind)
     lr: float | None = None
     hidden: int | None = None
     dropout: float | None = None
@@ -40,14 +32,16 @@ class TrainOptions:
     trust_format: bool = False  # a data file that looks like another kind is a warning, not an error
     progress: bool = True
     cache_dir: str | None = None  # biLM layers kept on disk across runs (None: in memory only)
-    bilm_context: str | None = None  # "line" or "sentence" (None: the kind's default, DEFAULT_CONTEXT)
+    bilm_context: str | None = None  # "line" or "sentence" (None: the kind's default, TaskKind.context)
     max_answer_tokens: int = 30  # qa: the longest answer decoding picks
     precision: str = "float32"  # the biLM's products: "float32" (exact) or "int8" (ExecutionPlan)
     int8_min_weight: int | None = None  # int8: the smallest weight quantized (None: the plan's default)
 
     def for_kind(self, kind: str) -> "TrainOptions":
-        """These options with the kind's defaults for what is unset (``KIND_DEFAULTS``)."""
-        defaults = KIND_DEFAULTS.get(kind, KIND_DEFAULTS["classify"])
+        """These options with the kind's defaults for what is unset (``TaskKind.defaults``)."""
+        from pyelmo.tasks.kind import task_kind
+
+        defaults = task_kind(kind).defaults
         return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
 
     def plan(self):
