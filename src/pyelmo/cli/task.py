@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyelmo.cli.common import add_model_arguments, model_source
+from pyelmo.cli.common import add_model_arguments, add_precision_arguments, model_source
 
 DESCRIPTION = """\
 Task models on frozen biLM features, as in the ELMo paper: the biLM's layers are mixed by
@@ -176,13 +176,9 @@ def _add_static_parser(dsub: argparse._SubParsersAction) -> None:
 
 
 def _add_precision(parser: argparse.ArgumentParser, title: str) -> None:
-    group = parser.add_argument_group(f"precision ({title})")
-    group.add_argument("--precision", choices=("float32", "int8"), default=None,
-                       help="float32: exact; int8 (CPU): the biLM's products with large weights on int8 weights "
-                            "and inputs (see 'pyelmo embed --help'); stored with a trained model")
-    group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
-                       help="with --precision int8: quantize the weights of at least N elements (default: the "
-                            "plan's; the shipped model's are all smaller, 0 quantizes every product)")
+    add_precision_arguments(parser.add_argument_group(f"precision ({title})"), tasks=True,
+                            help="Stored with a trained model.",
+                            min_weight_help="plan's; the shipped model's are all smaller")
 
 
 def _bilm_source(args: argparse.Namespace):
@@ -203,7 +199,7 @@ def _train(args: argparse.Namespace) -> int:
                            top_only=args.top_layer, elmo_output=args.elmo_output, pretokenized=args.pretokenized,
                            trust_format=args.trust_format,
                            progress=not args.quiet, cache_dir=args.cache_dir, bilm_context=args.bilm_context,
-                           max_answer_tokens=args.max_answer_tokens, precision=args.precision or "float32",
+                           max_answer_tokens=args.max_answer_tokens, precision=args.precision or TrainOptions.precision,
                            int8_min_weight=args.int8_min_weight)
     saved = train_task(args.kind, args.train, args.dev, args.out, options, _bilm_source(args), args.static_vectors)
     t = saved["training"]

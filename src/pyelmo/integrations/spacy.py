@@ -83,10 +83,11 @@ class ElmoComponent:
             raise InputError(f"pyelmo component: layer must be 'average', 'top' or a layer index, got {layer!r}")
         if batch_size < 1:
             raise InputError(f"pyelmo component: batch_size must be at least 1, got {batch_size}")
-        from pyelmo.runtime.plan import PRECISIONS
+        from pyelmo.runtime import precision as precisions
 
-        if precision not in PRECISIONS:
-            raise InputError(f"pyelmo component: precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if precision not in precisions.names():
+            raise InputError(f"pyelmo component: precision must be one of {', '.join(precisions.names())}, "
+                             f"got {precision!r}")
         self.name, self.model, self.layer, self.batch_size = name, model, layer, batch_size
         from pyelmo.embedding.embedder import ElmoEmbedder
 
