@@ -66,6 +66,7 @@ class Precision:
     outputs stay float32; by name, so that the command line reads the registry without importing torch);
     ``quantized_kernel``: the kernel that runs the products whose weights it quantizes (``None``: none);
     ``usable_on_cpu``: whether this CPU runs it fast (else it warns, and a CPU plan runs exact float32);
+    ``onednn``: whether oneDNN runs its reduced-``dtype`` products here (else ``torch.mm`` does);
     ``engine``: the engine that runs it here, ``None`` where this build has none; ``cpu_only``,
     ``autotune`` (measured autotuning can run with it), ``tasks`` (task models accept it);
     ``spellings``: what earlier files say for it.
@@ -76,6 +77,7 @@ class Precision:
     dtype: str | None = None
     quantized_kernel: str | None = None
     usable_on_cpu: Callable[[], bool] | None = None
+    onednn: Callable[[], bool] | None = None
     engine: Callable[[], str | None] | None = None
     cpu_only: bool = False
     autotune: bool = True
@@ -154,7 +156,8 @@ DEFAULT = FLOAT32 = register(Precision(
 BFLOAT16 = register(Precision(
     "bfloat16", "matrix products on bfloat16 inputs and weights, float32 sums, states and outputs (slightly "
     "different vectors); needs a GPU or a CPU with bfloat16 instructions, elsewhere warns and runs float32",
-    dtype="bfloat16", usable_on_cpu=functools.partial(usable_bf16, True), tasks=False, spellings=("torch.bfloat16",)))
+    dtype="bfloat16", usable_on_cpu=functools.partial(usable_bf16, True), onednn=bf16_supported,
+    tasks=False, spellings=("torch.bfloat16",)))
 INT8 = register(Precision(
     "int8", "on the CPU, the products with large weights (the LSTM's and the highways' of the released sizes) on int8 "
     "weights, quantized per output channel at load, and int8 inputs (slightly different vectors)",

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from pyelmo.runtime import autotune
 from pyelmo.runtime.kernels import Int8, Kernel, OneDNN, TorchMM
 from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # noqa: F401 (their old home)
-from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, int8_engine, row_class
+from pyelmo.runtime.plan import KERNELS, ExecutionPlan, int8_engine, row_class
 from pyelmo.runtime.precision import DEFAULT
 
 #: Same-shaped step products of at most this many multiply-adds each (the two directions of a
@@ -123,7 +123,7 @@ class Products:
             if self.plan.quantized(key[1]):
                 chosen = self.plan.spec.quantized_kernel
             elif self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
-                chosen = "onednn" if self.onednn and bf16_supported() else "mm"
+                chosen = "onednn" if self.onednn and self.plan.spec.onednn and self.plan.spec.onednn() else "mm"
             elif self.plan.autotune:
                 chosen = autotune.kernel(self, key[0], w)
             else:
