@@ -162,4 +162,3 @@ INT8 = register(Precision(
     "int8", "on the CPU, the products with large weights (the LSTM's and the highways' of the released sizes) on int8 "
     "weights, quantized per output channel at load, and int8 inputs (slightly different vectors)",
     quantized_kernel="int8", engine=int8_engine, cpu_only=True, autotune=False))
-FLOAT16 = register(Precision("float16", "scratch: products on float16 inputs and weights", dtype="float16", tasks=False))
