@@ -158,7 +158,3 @@ class Int8(Kernel):
 
     def addmm_(self, acc, x, prepared):
         return int8_linear(x, prepared, self.reduce_range, out=acc, accumulate=True)
-
-
-class Int4(Int8):
-    """scratch: a stand-in for a new quantized kernel."""

@@ -162,5 +162,3 @@ INT8 = register(Precision(
     "int8", "on the CPU, the products with large weights (the LSTM's and the highways' of the released sizes) on int8 "
     "weights, quantized per output channel at load, and int8 inputs (slightly different vectors)",
     quantized_kernel="int8", engine=int8_engine, cpu_only=True, autotune=False))
-INT4 = register(Precision("int4", "scratch: a quantizing precision with its own kernel", quantized_kernel="int4",
-                           engine=int8_engine, cpu_only=True, autotune=False, tasks=False))

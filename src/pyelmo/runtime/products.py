@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from pyelmo.runtime import autotune
-from pyelmo.runtime.kernels import Int4, Int8, Kernel, OneDNN, TorchMM
+from pyelmo.runtime.kernels import Int8, Kernel, OneDNN, TorchMM
 from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # noqa: F401 (their old home)
 from pyelmo.runtime.plan import KERNELS, ExecutionPlan, int8_engine, row_class
 from pyelmo.runtime.precision import DEFAULT
@@ -135,7 +135,7 @@ class Products:
     def kernels(self) -> dict[str, Kernel]:
         """The kernels by name, in this path's precision (:mod:`pyelmo.runtime.kernels`)."""
         return {"mm": TorchMM(self.dtype), "mm_t": TorchMM(self.dtype, copy=True), "onednn": OneDNN(self.dtype),
-                "int8": Int8(self.int8_reduce_range), "int4": Int4(self.int8_reduce_range)}
+                "int8": Int8(self.int8_reduce_range)}
 
     def prepare(self, w: torch.Tensor, kernel: str) -> object:
         """``w`` as ``kernel`` takes it, in this path's precision. Not kept: see :meth:`weight`."""
