@@ -176,6 +176,7 @@ class ExecutionPlan:
     def summary(self) -> str:
         """One line: what the plan is and what it was decided from (recorded in output files)."""
         spec = self.spec
-        int8 = f" int8_min_weight={self.int8_min_weight} {spec.name}_engine={spec.engine()}" if spec.quantizes else ""
+        engine = f" {spec.name}_engine={spec.engine()}" if spec.engine is not None else ""
+        int8 = f" int8_min_weight={self.int8_min_weight}{engine}" if spec.quantizes else ""
         return (f"precision={self.precision} kernels={self.kernels} directions={self.directions} "
                 f"cpu={self.cpu!r} torch={self.torch} onednn={self.onednn}{int8} threads={torch.get_num_threads()}")
