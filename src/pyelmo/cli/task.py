@@ -6,7 +6,7 @@ import argparse
 import sys
 import textwrap
 
-from pyelmo.cli.common import add_model_arguments, model_source
+from pyelmo.cli.common import add_model_arguments, add_precision_arguments, model_source
 from pyelmo.cli.task_data import add_data_parsers
 
 INTRODUCTION = """\
@@ -160,13 +160,9 @@ def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_precision(parser: argparse.ArgumentParser, title: str) -> None:
-    group = parser.add_argument_group(f"precision ({title})")
-    group.add_argument("--precision", choices=("float32", "int8"), default=None,
-                       help="float32: exact; int8 (CPU): the biLM's products with large weights on int8 weights "
-                            "and inputs (see 'pyelmo embed --help'); stored with a trained model")
-    group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
-                       help="with --precision int8: quantize the weights of at least N elements (default: the "
-                            "plan's; the shipped model's are all smaller, 0 quantizes every product)")
+    add_precision_arguments(parser.add_argument_group(f"precision ({title})"), tasks=True,
+                            help="Stored with a trained model.",
+                            min_weight_help="plan's; the shipped model's are all smaller")
 
 
 def _bilm_source(args: argparse.Namespace):

@@ -48,8 +48,8 @@ class ElmoEmbedder:
     ``max_tokens`` - stateless mode packs length-sorted sentences into batches of at most
     this many token positions instead of ``batch_size`` sentences (``None``: fixed
     ``batch_size`` batches); ``token_cache_size`` - token-encoder outputs kept across
-    batches (0 disables the cache). ``precision``: ``"float32"`` (default, exact), or an explicit
-    reduced-precision mode: ``"bfloat16"`` (``bf16=True``; the matrix products run in bfloat16) or
+    batches (0 disables the cache). ``precision`` (:mod:`pyelmo.runtime.precision`): ``"float32"`` (default,
+    exact), or an explicit reduced-precision mode: ``"bfloat16"`` (the matrix products run in bfloat16) or
     ``"int8"`` (CPU: the products with large weights, the LSTM's and the highways', on int8 weights
     quantized per output channel once here, and int8 activations; ``int8_min_weight``: the smallest
     weight, in elements, that it quantizes, default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`).
@@ -77,7 +77,7 @@ class ElmoEmbedder:
     def __init__(self, model: BiLM | str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
                  *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu",
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
-                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False, autotune: bool = False,
+                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, autotune: bool = False,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
                  int8_min_weight: int | None = None) -> None:
         from pyelmo.modelio.resolve import resolve_model
@@ -91,7 +91,7 @@ class ElmoEmbedder:
         except RuntimeError as exc:
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
         # the plan is checked before the model loads
-        self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
+        self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size,
                                             autotune=autotune, kernels=kernels, device=self.device,
                                             precision=precision, int8_min_weight=int8_min_weight)
         source = None if isinstance(model, BiLM) else resolve_model(model, weight_file)

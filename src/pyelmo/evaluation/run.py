@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pyelmo.evaluation.common import EvaluationError, default_cache_dir, registry_source
 from pyelmo.modelio.weights import model_fingerprint
+from pyelmo.runtime import precision as precisions
 from pyelmo.evaluation.static import Word2VecOptions
 
 ALL_TASKS = ("wsd", "pos", "neighbours")
@@ -68,7 +69,7 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
         "vector size": 2 * model.config.lstm.projection_dim,
         "word2vec": str(static.path) if static is not None and static.path else "not used",
     }
-    if options.precision not in (None, "float32"):
+    if not precisions.get(options.precision).exact:
         from pyelmo.embedding.embedder import ElmoEmbedder
 
         header["precision"] = options.precision

@@ -230,7 +230,7 @@ def load_task(directory: str | os.PathLike, bilm: "BiLMSource | None" = None, pr
     d = Path(directory)
     saved, config = read_saved(d)
     if precision is None:  # as in training
-        precision = saved["options"].get("precision", "float32")
+        precision = saved["options"].get("precision")  # None: exact
         int8_min_weight = saved["options"].get("int8_min_weight") if int8_min_weight is None else int8_min_weight
     plan = features_plan(precision, int8_min_weight)
     static = None
