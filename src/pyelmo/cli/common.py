@@ -54,6 +54,8 @@ def plan_settings(args: argparse.Namespace) -> dict:
     for name in ("bf16", "autotune", "kernels"):
         if hasattr(args, name):
             settings[name] = getattr(args, name)
+    if hasattr(args, "no_int8_cache"):
+        settings["int8_cache"] = not args.no_int8_cache
     return settings
 
 
@@ -72,6 +74,10 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
                             "rounding, but are not bit-identical from run to run")
     group.add_argument("--kernels", choices=("fixed", "mm", "mm_t", "onednn"), default=None,
                        help="one kernel for every exact product instead of the fixed rule (see 'pyelmo env')")
+    group.add_argument("--no-int8-cache", action="store_true",
+                       help="with --precision int8: quantize the weights afresh instead of reusing the int8 weights "
+                            "kept from an earlier load (~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE; the same "
+                            "vectors either way)")
 
 
 LANG_HELP = ("the language of the raw text, which chooses how it is split into words: auto (default: from the "
