@@ -1,0 +1,102 @@
+"""Where an int8 load's time goes: loading the float weights, the fingerprint, quantizing, packing for the engine
+(``linear_prepack``; serially and on threads), reading the kept int8 weights (``pyelmo.runtime.int8_cache``), and
+``ElmoEmbedder(precision=...)`` whole: exact, int8 without the cache, int8 on a cold and on a warm cache.
+
+    python benchmarks/int8_load.py [--model DIR] [--repeats 3] [--json]
+
+Without ``--model`` a random biLM of the ``original`` size (4096 cells, 512 projection, 2048 filters, 2 highways)
+is saved under a temporary folder first. Times are the median of ``--repeats`` runs, in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+
+def seconds(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def random_original(folder: Path) -> Path:
+    from pyelmo.config import preset
+    from pyelmo.modeling.bilm import BiLM
+    from pyelmo.modelio.weights import save_pretrained
+
+    torch.manual_seed(0)
+    save_pretrained(BiLM(preset("original")).eval(), folder)
+    return folder
+
+
+def phases(model: Path, repeats: int, cache: Path) -> dict[str, float]:
+    from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.modelio.resolve import resolve_model
+    from pyelmo.modelio.weights import model_fingerprint
+    from pyelmo.runtime.int8_cache import Int8WeightCache, int8_key
+    from pyelmo.runtime.kernels import int8_weights, pack_int8
+    from pyelmo.runtime.products import Products
+    from pyelmo.runtime.plan import ExecutionPlan
+
+    plan = ExecutionPlan.for_machine(precision="int8")
+    bilm = resolve_model(str(model)).load_bilm()
+    weights = [m.weight for m in bilm.modules() if isinstance(m, torch.nn.Linear) and plan.quantized(tuple(m.weight.shape))]
+    numbers = [int8_weights(w) for w in weights]
+    threads = torch.get_num_threads()
+    key = int8_key(model_fingerprint(bilm), plan, Products(plan).int8_reduce_range)
+    embedder = lambda **kw: ElmoEmbedder(str(model), **kw)  # noqa: E731
+    result = {
+        "load float weights": seconds(lambda: resolve_model(str(model)).load_bilm(), repeats),
+        "fingerprint": seconds(lambda: model_fingerprint(bilm), repeats),
+        "quantize (int8_weights)": seconds(lambda: [int8_weights(w) for w in weights], repeats),
+        "prepack serially": seconds(lambda: [pack_int8(*n) for n in numbers], repeats),
+        f"prepack on {threads} threads": seconds(lambda: list(ThreadPoolExecutor(threads).map(lambda n: pack_int8(*n), numbers)), repeats),
+        "embedder float32": seconds(lambda: embedder(), repeats),
+        "embedder int8, no cache": seconds(lambda: embedder(precision="int8", int8_cache=False), repeats),
+    }
+    for entry in cache.glob("*.safetensors"):
+        entry.unlink()
+    result["embedder int8, cold cache (writes it)"] = seconds(lambda: (embedder(precision="int8"), [e.unlink() for e in cache.glob("*.safetensors")]), repeats)
+    embedder(precision="int8")
+    result["read kept int8 weights"] = seconds(lambda: Int8WeightCache(key, cache), repeats)
+    result["embedder int8, warm cache"] = seconds(lambda: embedder(precision="int8"), repeats)
+    return result
+
+
+def main() -> None:
+    import os
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, help="a model folder (default: a random one of the original size)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "int8"
+        os.environ["PYELMO_INT8_CACHE"] = str(cache)  # the user's cache stays as it is
+        model = args.model or random_original(Path(tmp) / "original")
+        result = phases(model, args.repeats, cache)
+    from pyelmo.runtime.plan import cpu_flags
+
+    if args.json:
+        print(json.dumps({"cpu": cpu_flags()[0], "torch": torch.__version__, "threads": torch.get_num_threads(),
+                          "seconds": result}, indent=2))
+        return
+    print(f"cpu={cpu_flags()[0]!r} torch={torch.__version__} threads={torch.get_num_threads()} (median of {args.repeats})")
+    for name, value in result.items():
+        print(f"{name:40} {value:7.3f} s")
+
+
+if __name__ == "__main__":
+    main()
