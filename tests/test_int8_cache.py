@@ -85,10 +85,11 @@ def test_a_damaged_entry_is_rebuilt_never_used(folder, cache, damage):
     entry.write_bytes(bytes(data[: len(data) // 2]) if damage == "truncate" else
                       b"not a safetensors file" if damage == "garbage" else bytes(data))
     again = vectors(folder)
-    assert len(quantized) == 2 * N, "a damaged entry was used"
+    rebuilt = len(quantized) - N
+    assert rebuilt >= 1 and (rebuilt == N or damage == "flip"), "a damaged entry was used"
     assert all(np.array_equal(a, b) for a, b in zip(reference, again))
-    vectors(folder)  # rebuilt: the next load hits
-    assert len(quantized) == 2 * N
+    vectors(folder)  # rebuilt whole: the next load hits
+    assert len(quantized) == N + rebuilt
 
 
 def test_stored_numbers_of_another_shape_are_not_used(tmp_path):
@@ -96,7 +97,7 @@ def test_stored_numbers_of_another_shape_are_not_used(tmp_path):
     first = Int8WeightCache(key, tmp_path)
     first.packed("w", torch.randn(64, 32))
     first.save()
-    assert Int8WeightCache(key, tmp_path).stored["w"][0].shape == (64, 34)
+    assert Int8WeightCache(key, tmp_path)._stored("w")[0].shape == (64, 34)
     other = Int8WeightCache(key, tmp_path)
     other.packed("w", torch.randn(32, 32))
     assert (other.hits, other.misses) == (0, 1)
@@ -104,14 +105,13 @@ def test_stored_numbers_of_another_shape_are_not_used(tmp_path):
 
 def test_writes_are_atomic(folder, cache, monkeypatch):
     path, _ = cache
-    import safetensors.torch
 
     def fail(tensors, filename, metadata=None):
         with open(filename, "wb") as f:
             f.write(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(safetensors.torch, "save_file", fail)
+    monkeypatch.setattr(int8_cache, "save_file", fail)
     with pytest.warns(RuntimeWarning, match="int8 weights not kept"):
         reference = vectors(folder)
     assert list(path.iterdir()) == []  # neither the entry nor a temporary file

@@ -3,8 +3,8 @@
 An entry is one safetensors file in ``$PYELMO_INT8_CACHE`` (default ``~/.cache/pyelmo/int8``), named by a digest
 of its key (:func:`int8_key`: the model's weights' fingerprint and every setting that changes the int8 numbers).
 It holds, per quantized weight (by parameter name), :func:`pyelmo.runtime.kernels.int8_weights`' int8 numbers and
-float64 scales, and in its metadata the key and a SHA-256 of that content. An entry that cannot be read, holds
-another key, or whose digest or shapes do not match is rebuilt, never used. Written atomically.
+float64 scales, and in its metadata the key and a SHA-256 of each tensor. An entry that cannot be read or holds
+another key, or a weight whose digest or shape does not match, is rebuilt, never used. Written atomically.
 
 What it saves is the quantization (per-row scales and rounding). Packing for the engine
 (:func:`pyelmo.runtime.kernels.pack_int8`, ``linear_prepack``) still runs at every load: PyTorch's packed
@@ -19,6 +19,8 @@ import warnings
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from pyelmo.fileio import atomic_writer
 from pyelmo.paths import user_cache_dir
@@ -42,78 +44,87 @@ def int8_key(model: str, plan: ExecutionPlan, reduce_range: bool) -> dict[str, s
             "engine": str(int8_engine()), "reduce_range": str(bool(reduce_range)), "torch": torch.__version__}
 
 
-def content_digest(tensors: dict[str, torch.Tensor]) -> str:
-    """SHA-256 of the tensors' names, dtypes, shapes and bytes, in name order."""
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        t = tensors[name].contiguous()
-        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode("utf-8"))
-        h.update(t.view(torch.uint8).reshape(-1).numpy())
+def tensor_digest(t: torch.Tensor) -> str:
+    """SHA-256 of a tensor's dtype, shape and bytes."""
+    t = t.contiguous()
+    h = hashlib.sha256(f"{t.dtype}:{tuple(t.shape)};".encode("utf-8"))
+    h.update(t.view(torch.uint8).reshape(-1).numpy())
     return h.hexdigest()
 
 
 class Int8WeightCache:
-    """The int8 numbers of one model under one key (:func:`int8_key`), read from ``folder`` (default
-    :func:`int8_cache_folder`). :meth:`packed` gives a weight packed from the stored numbers, or quantizes it
-    (a miss); :meth:`save` then writes the entry whole if any weight missed. ``hits``/``misses``: the counts."""
+    """The int8 numbers of one model under one key (:func:`int8_key`), in ``folder`` (default
+    :func:`int8_cache_folder`). :meth:`packed` gives a weight packed from its stored numbers (read and checked one
+    weight at a time, so that a load holds no more memory than without the cache), or quantizes it (a miss);
+    :meth:`save` then writes the entry whole if any weight missed. ``hits``/``misses``: the counts."""
 
     def __init__(self, key: dict[str, str], folder: Path | None = None) -> None:
-        self.key = key
-        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-        self.path = Path(folder or int8_cache_folder()) / f"{digest}.safetensors"
-        self.stored = self._read()
-        self.kept: dict[str, Numbers] = {}
+        self.key = json.dumps(key, sort_keys=True)
+        self.path = Path(folder or int8_cache_folder()) / f"{hashlib.sha256(self.key.encode()).hexdigest()[:32]}.safetensors"
+        self.digests = self._index()
+        self.kept: dict[str, Numbers] = {}  # quantized here
+        self.used: list[str] = []  # packed from the entry
         self.hits = self.misses = 0
 
-    def _read(self) -> dict[str, Numbers]:
-        """The entry's numbers by weight name; none if it is missing, damaged or of another key."""
-        from safetensors import safe_open
-
+    def _index(self) -> dict[str, str]:
+        """The entry's tensor digests by tensor name; none if it is missing, unreadable or of another key."""
         try:
             with safe_open(str(self.path), framework="pt") as f:
-                meta = f.metadata() or {}
-                tensors = {name: f.get_tensor(name) for name in f.keys()}
+                meta, names = f.metadata() or {}, set(f.keys())
+            digests = json.loads(meta.get("digests", "{}"))
         except Exception:  # missing, truncated, not safetensors: a miss
             return {}
-        if meta.get("key") != json.dumps(self.key, sort_keys=True) or meta.get("sha256") != content_digest(tensors):
-            return {}
-        names = {name.rpartition(".")[0] for name in tensors}
-        numbers = {name: (tensors.get(f"{name}.int8"), tensors.get(f"{name}.scales")) for name in names}
-        if not all(_well_formed(*pair) for pair in numbers.values()):
-            return {}
-        return numbers
+        return digests if meta.get("key") == self.key and isinstance(digests, dict) and set(digests) == names else {}
+
+    def _stored(self, name: str) -> Numbers | None:
+        """Weight ``name``'s numbers from the entry, if it holds them intact (their digests match)."""
+        parts = (f"{name}.int8", f"{name}.scales")
+        if not all(part in self.digests for part in parts):
+            return None
+        try:
+            with safe_open(str(self.path), framework="pt") as f:
+                numbers = tuple(f.get_tensor(part) for part in parts)
+        except Exception:
+            return None
+        intact = all(tensor_digest(t) == self.digests[part] for t, part in zip(numbers, parts))
+        return numbers if intact and _well_formed(*numbers) else None
 
     def packed(self, name: str, w: torch.Tensor) -> object:
         """The weight ``w`` (parameter ``name``) packed for the int8 products, from the stored numbers when they
-        have its shape, else quantized now."""
-        numbers = self.stored.get(name)
+        are intact and of its shape, else quantized now."""
+        numbers = self._stored(name)
         if numbers is not None and tuple(numbers[0].shape) == (w.shape[0], w.shape[1] + 2):
             self.hits += 1
+            self.used.append(name)
         else:
             numbers = int8_weights(w)
             self.misses += 1
-        self.kept[name] = numbers
+            self.kept[name] = numbers
         return pack_int8(*numbers)
 
     def save(self) -> None:
         """Write the entry (atomically) if any weight was quantized here; a cache that cannot be written warns."""
-        from safetensors.torch import save_file
-
-        kept, self.kept, self.stored = self.kept, {}, {}
         if not self.misses:
             return
+        kept, self.kept = self.kept, {}
+        for name in self.used:  # taken from the entry before a miss: read again to write the entry whole
+            numbers = self._stored(name)
+            if numbers is None:  # changed since: drop it, the next load rebuilds it
+                self.path.unlink(missing_ok=True)
+                return
+            kept[name] = numbers
         tensors = {}
         for name, (q, scales) in kept.items():
             tensors[f"{name}.int8"], tensors[f"{name}.scales"] = q.contiguous(), scales.contiguous()
-        meta = {"key": json.dumps(self.key, sort_keys=True), "sha256": content_digest(tensors)}
+        digests = json.dumps({name: tensor_digest(t) for name, t in tensors.items()}, sort_keys=True)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_writer(self.path) as tmp:
-                save_file(tensors, str(tmp), metadata=meta)
+                save_file(tensors, str(tmp), metadata={"key": self.key, "digests": digests})
         except OSError as exc:
             warnings.warn(f"int8 weights not kept in {self.path.parent}: {exc}", RuntimeWarning, stacklevel=2)
 
 
-def _well_formed(q: torch.Tensor | None, scales: torch.Tensor | None) -> bool:
-    return (q is not None and scales is not None and q.dtype == torch.int8 and q.dim() == 2
-            and scales.dtype == torch.float64 and tuple(scales.shape) == (q.shape[0],))
+def _well_formed(q: torch.Tensor, scales: torch.Tensor) -> bool:
+    return (q.dtype == torch.int8 and q.dim() == 2 and scales.dtype == torch.float64
+            and tuple(scales.shape) == (q.shape[0],))
