@@ -33,7 +33,9 @@ def add_precision_arguments(group) -> None:
     group.add_argument("--precision", choices=("float32", "bfloat16", "int8"), default=None,
                        help="float32 (default): exact. int8 (CPU): the products with large weights (the LSTM's "
                             "and the highways' of the released sizes) run on int8 weights, quantized per output "
-                            "channel at load, and int8 inputs; the vectors differ slightly from the exact ones. "
+                            "channel at the first load and kept on disk for the next ones (~/.cache/pyelmo/int8/, or "
+                            "$PYELMO_INT8_CACHE), and int8 inputs; the vectors differ slightly from the exact ones; "
+                            "'pyelmo env --precision int8' says whether int8 is expected to pay on this CPU. "
                             "bfloat16: as --bf16. Speed and accuracy: benchmarks/RESULTS.md")
     group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
                        help="with --precision int8: quantize the weights of at least N elements (default: the "
