@@ -123,11 +123,12 @@ class ElmoEmbedder:
         from pyelmo.runtime.int8_cache import Int8WeightCache, int8_key
 
         products = self.options.products
-        if not kept:
-            return self.model.release_weights(products)
-        cache = Int8WeightCache(int8_key(self._fingerprint, self.options.plan, products.int8_reduce_range))
-        self.model.release_weights(products, cache.packed)
-        cache.save()
+        if kept:
+            cache = Int8WeightCache(int8_key(self._fingerprint, self.options.plan, products.int8_reduce_range))
+            self.model.release_weights(products, cache.packed)
+            cache.save()
+        else:
+            self.model.release_weights(products)
 
     @property
     def fingerprint(self) -> str:

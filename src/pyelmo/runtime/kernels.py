@@ -161,7 +161,7 @@ class Int8(Kernel):
         self.reduce_range = reduce_range
 
     def prepare(self, w: torch.Tensor) -> object:
-        return quantize_int8(w)  # (an embedder's weights: pyelmo.runtime.int8_cache keeps int8_weights' numbers)
+        return quantize_int8(w)
 
     def product(self, x, prepared, bias=None):
         return int8_linear(x, prepared, self.reduce_range, bias)
