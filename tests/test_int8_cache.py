@@ -126,3 +126,21 @@ def test_the_command_line_can_turn_it_off():
     parser = build_parser()
     assert plan_settings(parser.parse_args(["env", "--precision", "int8", "--no-int8-cache"]))["int8_cache"] is False
     assert plan_settings(parser.parse_args(["env", "--precision", "int8"]))["int8_cache"] is True
+
+
+def test_pyelmo_embed_keeps_them_unless_told_not_to(folder, cache, tmp_path):
+    import h5py
+
+    from pyelmo.cli import main
+
+    path, quantized = cache
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n")
+    common = ["--precision", "int8", "--no-progress", "--model", str(folder)]
+    assert main(["embed", str(text), str(tmp_path / "fresh.h5"), "--no-int8-cache", *common]) == 0
+    assert entries(path) == []
+    assert main(["embed", str(text), str(tmp_path / "cold.h5"), *common]) == 0
+    assert main(["embed", str(text), str(tmp_path / "warm.h5"), *common]) == 0
+    assert len(quantized) == N and len(entries(path)) == 1  # the cold run quantized through the cache, the warm one not
+    with h5py.File(tmp_path / "fresh.h5") as a, h5py.File(tmp_path / "warm.h5") as b:
+        assert all(np.array_equal(a[k][()], b[k][()]) for k in ("0", "1"))
