@@ -97,7 +97,7 @@ def test_stored_numbers_of_another_shape_are_not_used(tmp_path):
     first = Int8WeightCache(key, tmp_path)
     first.packed("w", torch.randn(64, 32))
     first.save()
-    assert Int8WeightCache(key, tmp_path)._stored("w")[0].shape == (64, 34)
+    assert Int8WeightCache(key, tmp_path).stored("w")[0].shape == (64, 34)
     other = Int8WeightCache(key, tmp_path)
     other.packed("w", torch.randn(32, 32))
     assert (other.hits, other.misses) == (0, 1)

@@ -76,7 +76,7 @@ class Int8WeightCache:
             return {}
         return digests if meta.get("key") == self.key and isinstance(digests, dict) and set(digests) == names else {}
 
-    def _stored(self, name: str) -> Numbers | None:
+    def stored(self, name: str) -> Numbers | None:
         """Weight ``name``'s numbers from the entry, if it holds them intact (their digests match)."""
         parts = (f"{name}.int8", f"{name}.scales")
         if not all(part in self.digests for part in parts):
@@ -92,7 +92,7 @@ class Int8WeightCache:
     def packed(self, name: str, w: torch.Tensor) -> object:
         """The weight ``w`` (parameter ``name``) packed for the int8 products, from the stored numbers when they
         are intact and of its shape, else quantized now."""
-        numbers = self._stored(name)
+        numbers = self.stored(name)
         if numbers is not None and tuple(numbers[0].shape) == (w.shape[0], w.shape[1] + 2):
             self.hits += 1
             self.used.append(name)
@@ -108,7 +108,7 @@ class Int8WeightCache:
             return
         kept, self.kept = self.kept, {}
         for name in self.used:  # taken from the entry before a miss: read again to write the entry whole
-            numbers = self._stored(name)
+            numbers = self.stored(name)
             if numbers is None:  # changed since: drop it, the next load rebuilds it
                 self.path.unlink(missing_ok=True)
                 return
