@@ -30,6 +30,18 @@ def seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def on_threads(threads: int, numbers: list) -> list:
+    from pyelmo.runtime.kernels import pack_int8
+
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(lambda n: pack_int8(*n), numbers))
+
+
+def empty(cache: Path) -> None:
+    for entry in cache.glob("*.safetensors"):
+        entry.unlink()
+
+
 def random_original(folder: Path) -> Path:
     from pyelmo.config import preset
     from pyelmo.modeling.bilm import BiLM
@@ -51,7 +63,9 @@ def phases(model: Path, repeats: int, cache: Path) -> dict[str, float]:
 
     plan = ExecutionPlan.for_machine(precision="int8")
     bilm = resolve_model(str(model)).load_bilm()
-    weights = [m.weight for m in bilm.modules() if isinstance(m, torch.nn.Linear) and plan.quantized(tuple(m.weight.shape))]
+    named = {f"{name}.weight": m.weight for name, m in bilm.named_modules()
+             if isinstance(m, torch.nn.Linear) and plan.quantized(tuple(m.weight.shape))}
+    weights = list(named.values())
     numbers = [int8_weights(w) for w in weights]
     threads = torch.get_num_threads()
     key = int8_key(model_fingerprint(bilm), plan, Products(plan).int8_reduce_range)
@@ -61,19 +75,16 @@ def phases(model: Path, repeats: int, cache: Path) -> dict[str, float]:
         "fingerprint": seconds(lambda: model_fingerprint(bilm), repeats),
         "quantize (int8_weights)": seconds(lambda: [int8_weights(w) for w in weights], repeats),
         "prepack serially": seconds(lambda: [pack_int8(*n) for n in numbers], repeats),
-        f"prepack on {threads} threads": seconds(lambda: list(ThreadPoolExecutor(threads).map(lambda n: pack_int8(*n), numbers)), repeats),
+        f"prepack on {threads} threads": seconds(lambda: on_threads(threads, numbers), repeats),
         "embedder float32": seconds(lambda: embedder(), repeats),
         "embedder int8, no cache": seconds(lambda: embedder(precision="int8", int8_cache=False), repeats),
     }
-    for entry in cache.glob("*.safetensors"):
-        entry.unlink()
-    result["embedder int8, cold cache (writes it)"] = seconds(lambda: (embedder(precision="int8"), [e.unlink() for e in cache.glob("*.safetensors")]), repeats)
+    empty(cache)
+    result["embedder int8, cold cache (writes it)"] = seconds(lambda: (embedder(precision="int8"), empty(cache)), repeats)
     embedder(precision="int8")
-    names = [f"{name}.weight" for name, m in bilm.named_modules()
-             if isinstance(m, torch.nn.Linear) and plan.quantized(tuple(m.weight.shape))]
     kept = Int8WeightCache(key, cache)
-    assert all(kept.stored(name) is not None for name in names), "the entry does not hold every int8 weight"
-    result["read and check kept int8 weights"] = seconds(lambda: [kept.stored(name) for name in names], repeats)
+    assert all(kept.stored(name) is not None for name in named), "the entry does not hold every int8 weight"
+    result["read and check kept int8 weights"] = seconds(lambda: [kept.stored(name) for name in named], repeats)
     result["embedder int8, warm cache"] = seconds(lambda: embedder(precision="int8"), repeats)
     return result
 

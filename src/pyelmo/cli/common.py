@@ -28,13 +28,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
     group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
 
-def add_precision_arguments(group) -> None:
-    """--precision and --int8-min-weight."""
+def add_precision_arguments(group, kept: bool = False) -> None:
+    """--precision and --int8-min-weight (``kept``: the command keeps the int8 weights on disk)."""
+    at_load = ("at the first load and kept on disk for the next ones (~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE)"
+               if kept else "at load")
     group.add_argument("--precision", choices=("float32", "bfloat16", "int8"), default=None,
                        help="float32 (default): exact. int8 (CPU): the products with large weights (the LSTM's "
                             "and the highways' of the released sizes) run on int8 weights, quantized per output "
-                            "channel at the first load and kept on disk for the next ones (~/.cache/pyelmo/int8/, or "
-                            "$PYELMO_INT8_CACHE), and int8 inputs; the vectors differ slightly from the exact ones; "
+                            f"channel {at_load}, and int8 inputs; the vectors differ slightly from the exact ones; "
                             "'pyelmo env --precision int8' says whether int8 is expected to pay on this CPU. "
                             "bfloat16: as --bf16. Speed and accuracy: benchmarks/RESULTS.md")
     group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
@@ -64,7 +65,7 @@ def plan_settings(args: argparse.Namespace) -> dict:
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """--precision, --bf16, --autotune and --kernels: the execution plan of the inference products."""
     group = parser.add_argument_group("execution plan (default: a fixed rule of this CPU; the same bits every run)")
-    add_precision_arguments(group)
+    add_precision_arguments(group, kept=True)
     group.add_argument("--bf16", action="store_true",
                        help="reduced precision: matrix products take bfloat16 inputs and weights (states, sums and "
                             "outputs stay float32), so the vectors differ slightly from the exact ones. Needs a GPU or "

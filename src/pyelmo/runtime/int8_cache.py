@@ -60,7 +60,8 @@ class Int8WeightCache:
 
     def __init__(self, key: dict[str, str], folder: Path | None = None) -> None:
         self.key = json.dumps(key, sort_keys=True)
-        self.path = Path(folder or int8_cache_folder()) / f"{hashlib.sha256(self.key.encode()).hexdigest()[:32]}.safetensors"
+        name = hashlib.sha256(self.key.encode("utf-8")).hexdigest()[:32]
+        self.path = Path(folder or int8_cache_folder()) / f"{name}.safetensors"
         self.digests = self._index()
         self.kept: dict[str, Numbers] = {}  # quantized here
         self.used: list[str] = []  # packed from the entry

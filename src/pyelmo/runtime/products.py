@@ -94,7 +94,8 @@ class Products:
     def release(self, w: torch.nn.Parameter, packed: object | None = None) -> torch.nn.Parameter:
         """int8 mode: pack the weight ``w`` now (or take it ``packed``: :mod:`pyelmo.runtime.int8_cache`) and return
         a placeholder without storage (a ``meta`` tensor of its shape) for the caller to put in its place, so that
-        the int8 copy is the only one in memory. The products keep running on the packed weight through the placeholder."""
+        the int8 copy is the only one in memory. The products keep running on the packed weight through the
+        placeholder."""
         if not self.quantizes(w):
             raise ValueError("only the weights that the int8 products quantize can be released")
         packed = self.prepare(w, "int8") if packed is None else packed
