@@ -13,6 +13,7 @@ weights live in memory only (saving one stores its unpacked int8 numbers, as her
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import warnings
@@ -55,7 +56,7 @@ def tensor_digest(t: torch.Tensor) -> str:
 class Int8WeightCache:
     """The int8 numbers of one model under one key (:func:`int8_key`), in ``folder`` (default
     :func:`int8_cache_folder`). :meth:`packed` gives a weight packed from its stored numbers (read and checked one
-    weight at a time, so that a load holds no more memory than without the cache), or quantizes it (a miss);
+    weight at a time, never all at once beside the float weights), or quantizes it (a miss);
     :meth:`save` then writes the entry whole if any weight missed. ``hits``/``misses``: the counts."""
 
     def __init__(self, key: dict[str, str], folder: Path | None = None) -> None:
@@ -111,7 +112,8 @@ class Int8WeightCache:
         for name in self.used:  # taken from the entry before a miss: read again to write the entry whole
             numbers = self.stored(name)
             if numbers is None:  # changed since: drop it, the next load rebuilds it
-                self.path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    self.path.unlink(missing_ok=True)
                 return
             kept[name] = numbers
         tensors = {}
