@@ -1,8 +1,10 @@
 """Where an int8 load's time goes: loading the float weights, the fingerprint, quantizing, packing for the engine
 (``linear_prepack``; serially and on threads), reading the kept int8 weights (``pyelmo.runtime.int8_cache``), and
-``ElmoEmbedder(precision=...)`` whole: exact, int8 without the cache, int8 on a cold and on a warm cache.
+``ElmoEmbedder(precision=...)`` whole: exact, int8 without the cache, int8 on a cold and on a warm cache; with
+``--commands N``, also whole ``pyelmo embed`` commands of N sentences, load included (exact, int8 on a cold cache,
+int8 on a warm one; fresh processes, rounds interleaved) and the exact command's time over each int8 one's.
 
-    python benchmarks/int8_load.py [--model DIR] [--repeats 3] [--json]
+    python benchmarks/int8_load.py [--model DIR] [--repeats 3] [--commands 200] [--json]
 
 Without ``--model`` a random biLM of the ``original`` size (4096 cells, 512 projection, 2048 filters, 2 highways)
 is saved under a temporary folder first. Times are the median of ``--repeats`` runs, in seconds.
@@ -89,12 +91,43 @@ def phases(model: Path, repeats: int, cache: Path) -> dict[str, float]:
     return result
 
 
+def commands(model: Path, n: int, repeats: int, cache: Path, tmp: Path) -> dict[str, float]:
+    """Median wall seconds of ``pyelmo embed`` of ``n`` sentences (embed_throughput's mix): exact, int8 on an
+    emptied cache, int8 on the cache that run wrote; and the exact time over each int8 one's."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from embed_throughput import make_sentences
+
+    text = tmp / "sentences.txt"
+    text.write_text("\n".join(" ".join(s) for s in make_sentences(n, seed=0)) + "\n", encoding="utf-8")
+    runs = {"exact": [], "int8, cold cache": [], "int8, warm cache": []}
+    for _ in range(repeats):
+        empty(cache)
+        for name, flags in (("exact", []), ("int8, cold cache", ["--precision", "int8"]),
+                            ("int8, warm cache", ["--precision", "int8"])):
+            out = tmp / f"{len(runs[name])}-{name.replace(', ', '-')}.h5"
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "pyelmo", "embed", str(text), str(out), "--model", str(model),
+                            "--no-progress", *flags], check=True)
+            runs[name].append(time.perf_counter() - start)
+            out.unlink()
+    result = {f"pyelmo embed {n} sentences, {name}": statistics.median(times) for name, times in runs.items()}
+    exact = result[f"pyelmo embed {n} sentences, exact"]
+    for name in ("int8, cold cache", "int8, warm cache"):
+        result[f"exact / {name}"] = exact / result[f"pyelmo embed {n} sentences, {name}"]
+    return result
+
+
 def main() -> None:
     import os
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, help="a model folder (default: a random one of the original size)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--commands", type=int, default=0, metavar="N",
+                        help="also time whole 'pyelmo embed' commands of N sentences (exact, int8 cold, int8 warm)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,6 +135,8 @@ def main() -> None:
         os.environ["PYELMO_INT8_CACHE"] = str(cache)  # the user's cache stays as it is
         model = args.model or random_original(Path(tmp) / "original")
         result = phases(model, args.repeats, cache)
+        if args.commands:
+            result.update(commands(model, args.commands, args.repeats, cache, Path(tmp)))
     from pyelmo.runtime.plan import cpu_flags
 
     if args.json:
@@ -110,7 +145,7 @@ def main() -> None:
         return
     print(f"cpu={cpu_flags()[0]!r} torch={torch.__version__} threads={torch.get_num_threads()} (median of {args.repeats})")
     for name, value in result.items():
-        print(f"{name:40} {value:7.3f} s")
+        print(f"{name:44} {value:7.3f}{'x' if name.startswith('exact /') else ' s'}")
 
 
 if __name__ == "__main__":
