@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -55,28 +56,36 @@ def tensor_digest(t: torch.Tensor) -> str:
 
 class Int8WeightCache:
     """The int8 numbers of one model under one key (:func:`int8_key`), in ``folder`` (default
-    :func:`int8_cache_folder`). :meth:`packed` gives a weight packed from its stored numbers (read and checked one
-    weight at a time, never all at once beside the float weights), or quantizes it (a miss);
-    :meth:`save` then writes the entry whole if any weight missed. ``hits``/``misses``: the counts."""
+    :func:`int8_cache_folder`). :meth:`packed` gives a weight packed from its stored numbers, or quantizes it (a
+    miss); :meth:`save` then writes the entry whole if any weight missed. ``hits``/``misses``: the counts.
+
+    The stored weights are read, checked and packed ahead, in the order the entry lists them (the order they were
+    asked for), one per thread on PyTorch's threads (``linear_prepack`` runs on one core); each weight's numbers
+    are dropped once packed, never all read at once beside the float weights."""
 
     def __init__(self, key: dict[str, str], folder: Path | None = None) -> None:
         self.key = json.dumps(key, sort_keys=True)
         name = hashlib.sha256(self.key.encode("utf-8")).hexdigest()[:32]
         self.path = Path(folder or int8_cache_folder()) / f"{name}.safetensors"
-        self.digests = self._index()
+        self.digests, self.order = self._index()
         self.kept: dict[str, Numbers] = {}  # quantized here
         self.used: list[str] = []  # packed from the entry
+        self.asked: list[str] = []  # every weight, in the order asked for
         self.hits = self.misses = 0
+        self._ahead: dict[str, Future] | None = None
 
-    def _index(self) -> dict[str, str]:
-        """The entry's tensor digests by tensor name; none if it is missing, unreadable or of another key."""
+    def _index(self) -> tuple[dict[str, str], list[str]]:
+        """The entry's tensor digests by tensor name and its weights' names in order; none if it is missing,
+        unreadable or of another key."""
         try:
             with safe_open(str(self.path), framework="pt") as f:
                 meta, names = f.metadata() or {}, set(f.keys())
-            digests = json.loads(meta.get("digests", "{}"))
+            digests, order = json.loads(meta.get("digests", "{}")), json.loads(meta.get("order", "[]"))
         except Exception:  # missing, truncated, not safetensors: a miss
-            return {}
-        return digests if meta.get("key") == self.key and isinstance(digests, dict) and set(digests) == names else {}
+            return {}, []
+        if meta.get("key") != self.key or not isinstance(digests, dict) or set(digests) != names:
+            return {}, []
+        return digests, [name for name in order if isinstance(name, str)] if isinstance(order, list) else []
 
     def stored(self, name: str) -> Numbers | None:
         """Weight ``name``'s numbers from the entry, if it holds them intact (their digests match)."""
@@ -91,17 +100,32 @@ class Int8WeightCache:
         intact = all(tensor_digest(t) == self.digests[part] for t, part in zip(numbers, parts))
         return numbers if intact and _well_formed(*numbers) else None
 
+    def _pack_stored(self, name: str) -> tuple[tuple[int, ...], object] | None:
+        numbers = self.stored(name)
+        return None if numbers is None else (tuple(numbers[0].shape), pack_int8(*numbers))
+
+    def _stored_packed(self, name: str) -> tuple[tuple[int, ...], object] | None:
+        """Weight ``name`` packed from the entry (started ahead for every weight it lists, on the first call)."""
+        if self._ahead is None:
+            threads = max(1, min(torch.get_num_threads(), len(self.order)))
+            pool = ThreadPoolExecutor(threads, thread_name_prefix="pyelmo-int8-pack")
+            self._ahead = {n: pool.submit(self._pack_stored, n) for n in self.order}
+            pool.shutdown(wait=False)  # its threads end once the queued weights are packed
+        future = self._ahead.pop(name, None)
+        return future.result() if future is not None else self._pack_stored(name)
+
     def packed(self, name: str, w: torch.Tensor) -> object:
         """The weight ``w`` (parameter ``name``) packed for the int8 products, from the stored numbers when they
         are intact and of its shape, else quantized now."""
-        numbers = self.stored(name)
-        if numbers is not None and tuple(numbers[0].shape) == (w.shape[0], w.shape[1] + 2):
+        self.asked.append(name)
+        ready = self._stored_packed(name)
+        if ready is not None and ready[0] == (w.shape[0], w.shape[1] + 2):
             self.hits += 1
             self.used.append(name)
-        else:
-            numbers = int8_weights(w)
-            self.misses += 1
-            self.kept[name] = numbers
+            return ready[1]
+        numbers = int8_weights(w)
+        self.misses += 1
+        self.kept[name] = numbers
         return pack_int8(*numbers)
 
     def save(self) -> None:
@@ -119,11 +143,12 @@ class Int8WeightCache:
         tensors = {}
         for name, (q, scales) in kept.items():
             tensors[f"{name}.int8"], tensors[f"{name}.scales"] = q.contiguous(), scales.contiguous()
-        digests = json.dumps({name: tensor_digest(t) for name, t in tensors.items()}, sort_keys=True)
+        meta = {"key": self.key, "digests": json.dumps({name: tensor_digest(t) for name, t in tensors.items()}),
+                "order": json.dumps(self.asked)}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_writer(self.path) as tmp:
-                save_file(tensors, str(tmp), metadata={"key": self.key, "digests": digests})
+                save_file(tensors, str(tmp), metadata=meta)
         except OSError as exc:
             warnings.warn(f"int8 weights not kept in {self.path.parent}: {exc}", RuntimeWarning, stacklevel=2)
 
