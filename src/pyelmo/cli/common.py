@@ -28,6 +28,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
     group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
 
+#: What a command that keeps the int8 weights on disk adds to --precision's help.
+KEPT = ("int8: the int8 weights are kept on disk after the first load (~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE); "
+        "'pyelmo env --precision int8' says whether int8 is expected to pay on this CPU.")
+
+
 class _PrecisionAction(argparse.Action):
     """Sets ``precision``: ``--precision NAME``, or an alias flag such as ``--bf16`` (``const``: the name it maps
     to, here at argument parsing only: the library takes one precision). Two different ones are a usage error."""
@@ -40,13 +45,14 @@ class _PrecisionAction(argparse.Action):
         setattr(namespace, self.dest, name)
 
 
-def add_precision_arguments(group, tasks: bool = False, help: str = "", min_weight_help: str = "") -> None:
+def add_precision_arguments(group, tasks: bool = False, help: str = "", min_weight_help: str = "",
+                            kept: bool = False) -> None:
     """--precision (its choices, the registered precisions: :mod:`pyelmo.runtime.precision`; ``tasks``: those
-    task models take) and --int8-min-weight."""
+    task models take) and --int8-min-weight (``kept``: the command keeps the int8 weights on disk)."""
     from pyelmo.runtime import precision
 
     group.add_argument("--precision", choices=precision.names(tasks), default=None, action=_PrecisionAction,
-                       help=f"{precision.help_text(tasks)} {help}".strip())
+                       help=f"{precision.help_text(tasks)} {KEPT if kept else ''} {help}".strip())
     group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
                        help="with --precision int8: quantize the weights of at least N elements (default: the "
                             + (min_weight_help or "plan's rule, which 'pyelmo env --precision int8' shows; smaller "
@@ -67,13 +73,15 @@ def plan_settings(args: argparse.Namespace) -> dict:
     for name in ("autotune", "kernels"):
         if hasattr(args, name):
             settings[name] = getattr(args, name)
+    if hasattr(args, "no_int8_cache"):
+        settings["int8_cache"] = not args.no_int8_cache
     return settings
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """--precision (and its alias --bf16), --autotune and --kernels: the execution plan of the inference products."""
     group = parser.add_argument_group("execution plan (default: a fixed rule of this CPU; the same bits every run)")
-    add_precision_arguments(group, help="Speed and accuracy: benchmarks/RESULTS.md")
+    add_precision_arguments(group, kept=True, help="Speed and accuracy: benchmarks/RESULTS.md")
     group.add_argument("--bf16", action=_PrecisionAction, nargs=0, dest="precision", const="bfloat16",
                        help="the same as --precision bfloat16")
     group.add_argument("--autotune", action="store_true",
@@ -82,6 +90,10 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
                             "rounding, but are not bit-identical from run to run")
     group.add_argument("--kernels", choices=("fixed", "mm", "mm_t", "onednn"), default=None,
                        help="one kernel for every exact product instead of the fixed rule (see 'pyelmo env')")
+    group.add_argument("--no-int8-cache", action="store_true",
+                       help="with --precision int8: quantize the weights afresh instead of reusing the int8 weights "
+                            "kept from an earlier load (~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE; the same "
+                            "vectors either way)")
 
 
 LANG_HELP = ("the language of the raw text, which chooses how it is split into words: auto (default: from the "

@@ -92,13 +92,14 @@ class Products:
         """Whether the products with ``w`` run in int8 (the plan's :meth:`ExecutionPlan.quantized`)."""
         return self.int8 and self.plan.quantized(tuple(w.shape))
 
-    def release(self, w: torch.nn.Parameter) -> torch.nn.Parameter:
-        """int8 mode: pack the weight ``w`` now and return a placeholder without storage (a ``meta`` tensor of
-        its shape) for the caller to put in its place, so that the int8 copy is the only one in memory.
-        The products keep running on the packed weight through the placeholder."""
+    def release(self, w: torch.nn.Parameter, packed: object | None = None) -> torch.nn.Parameter:
+        """int8 mode: pack the weight ``w`` now (or take it ``packed``: :mod:`pyelmo.runtime.int8_cache`) and return
+        a placeholder without storage (a ``meta`` tensor of its shape) for the caller to put in its place, so that
+        the int8 copy is the only one in memory. The products keep running on the packed weight through the
+        placeholder."""
         if not self.quantizes(w):
             raise ValueError("only the weights that the int8 products quantize can be released")
-        packed = self.prepare(w, self.plan.spec.quantized_kernel)
+        packed = self.prepare(w, self.plan.spec.quantized_kernel) if packed is None else packed
         placeholder = torch.nn.Parameter(torch.empty(w.shape, device="meta"), requires_grad=False)
         self._weights[(id(placeholder), self.plan.spec.quantized_kernel)] = (weakref.ref(placeholder), (0, 0), packed)
         return placeholder
