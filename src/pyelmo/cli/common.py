@@ -18,9 +18,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
                                 "'pyelmo export' wrote, or a shipped model (english; chinese, the default with "
                                 "--lang zh). The released models (original, ...) have none")
         return
+    from pyelmo.modelio.hub import RELEASES
+
     group.add_argument("--model", metavar="NAME|DIR|URL",
                        help="a model by name: shipped (english; chinese, the default with --lang zh) or released "
-                            "(small, medium, original, original-5.5b, pubmed; downloaded once into the cache; see "
+                            f"({', '.join(RELEASES)}; downloaded once into the cache; see "
                             "'pyelmo models'), a model folder ('pyelmo train', "
                             "'export' or 'convert' output, or DIR/models/NAME after 'pyelmo download NAME --dir "
                             "DIR'), or a URL or .zip/.tar.gz archive holding options.json + model.hdf5")
