@@ -30,6 +30,7 @@ from pyelmo.embedding.pooling import check_pool, mean_pool
 from pyelmo.embedding.sentence_index import SentenceIndexOnDisk
 from pyelmo.text.lines import text_lines
 from pyelmo.modelio.weights import model_fingerprint
+from pyelmo.runtime.precision import spelled
 
 OUTPUT_FORMATS = ("all", "top", "average")
 
@@ -259,6 +260,8 @@ class _Parts:
                 earlier = json.loads(manifest.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 earlier = None
+            if isinstance(earlier, dict) and isinstance(earlier.get("settings"), dict):  # an older "torch.float32"
+                earlier["settings"]["precision"] = spelled(earlier["settings"].get("precision"))
             if earlier != fingerprint:
                 raise InputError(f"cannot resume {output}: {_difference(earlier, fingerprint)} "
                                  "(run without --resume to start over)")

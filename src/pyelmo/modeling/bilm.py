@@ -104,14 +104,15 @@ class BiLM(nn.Module):
                              "owner's run options (embedder.options), or load the model again")
         return self
 
-    def apply_plan(self, options: RunOptions) -> BiLM:
+    def apply_plan(self, options: RunOptions, packed=None) -> BiLM:
         """Swap in the planned linears of ``options``' execution plan for this biLM's ``nn.Linear`` s, once,
         at load (:func:`pyelmo.runtime.linear.swap_linears`; int8: only the int8 copies of the weights it
-        quantizes are kept). The biLM then runs with ``options`` only. For the owner of a biLM never trained
-        or saved (an embedder). Returns this biLM."""
+        quantizes are kept; ``packed(name, weight)``: each of them packed, e.g. from the numbers kept on disk,
+        :mod:`pyelmo.runtime.int8_cache`). The biLM then runs with ``options`` only. For the owner of a biLM
+        never trained or saved (an embedder). Returns this biLM."""
         if options.plan is None or self.planned_products is not None:
             raise ValueError("a plan is applied once, to a biLM not planned yet, from inference run options")
-        swap_linears(self, options.products)
+        swap_linears(self, options.products, packed)
         self.planned_products = options.products
         return self
 

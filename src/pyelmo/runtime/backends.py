@@ -24,6 +24,8 @@ from torch import nn
 from pyelmo.runtime import autotune
 from pyelmo.runtime.linear import PlannedLinear
 from pyelmo.runtime.plan import ROW_CLASSES, ExecutionPlan
+from pyelmo.runtime.precision import DEFAULT
+from pyelmo.runtime.precision import DEFAULT
 from pyelmo.runtime.products import PLAIN, Products
 from pyelmo.runtime.rows import PackedRows
 
@@ -160,4 +162,4 @@ class Inference:
         x = torch.zeros(rows, product.shape[1], device=product.device)
         exact = self.products.runs_exact(x, product)
         runs = self.products.exact if exact else self.products
-        return runs.kernel(x, product), "float32" if exact else self.products.precision_of(product), 0
+        return runs.kernel(x, product), DEFAULT.name if exact else self.products.precision_of(product), 0

@@ -163,9 +163,10 @@ class Int8Linear(PlannedLinear):
     """int8 weights (per output channel) and inputs (per row, on a fixed range), int32 sums
     (:func:`pyelmo.runtime.kernels.int8_linear`); only the int8 copy of ``W`` is kept."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products,
+                 packed: object | None = None) -> None:
         super().__init__(weight, bias, products)
-        self._prepared["int8"] = quantize_int8(weight)
+        self._prepared[products.plan.spec.quantized_kernel] = quantize_int8(weight) if packed is None else packed
         self.weight = torch.empty(weight.shape, device="meta")  # the shape the plan decides by; no storage
 
     def _apply(self, fn, recurse=True):  # the int8 copy is the only one: kept as it is (int8 runs on the CPU)
@@ -182,15 +183,19 @@ def weight_product(weight: torch.Tensor, products: Products) -> Callable[[torch.
     return PLANNED[products.precision_of(weight)](weight, None, products).native
 
 
-def swap_linears(model: nn.Module, products: Products) -> nn.Module:
+def swap_linears(model: nn.Module, products: Products,
+                 packed: Callable[[str, torch.Tensor], object] | None = None, prefix: str = "") -> nn.Module:
     """Replace every ``nn.Linear`` in ``model`` by the planned linear of its weight's precision under
-    ``products``' plan (:data:`PLANNED`); ``model`` is changed in place and returned."""
+    ``products``' plan (:data:`PLANNED`); ``model`` is changed in place and returned. ``packed(name, weight)``:
+    each quantized weight packed (by its ``state_dict`` name), else quantized here."""
     for name, child in list(model.named_children()):
         if type(child) is nn.Linear:
             cls = PLANNED[products.precision_of(child.weight)]
-            setattr(model, name, cls(child.weight, child.bias, products))
+            ready = {} if packed is None or not products.quantizes(child.weight) else \
+                {"packed": packed(f"{prefix}{name}.weight", child.weight)}
+            setattr(model, name, cls(child.weight, child.bias, products, **ready))
         else:
-            swap_linears(child, products)
+            swap_linears(child, products, packed, f"{prefix}{name}.")
     return model
 
 

@@ -24,7 +24,8 @@ import torch
 from pyelmo.runtime import autotune
 from pyelmo.runtime.kernels import Int8, Kernel, OneDNN, TorchMM
 from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # noqa: F401 (their old home)
-from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, int8_engine, row_class
+from pyelmo.runtime.plan import KERNELS, ExecutionPlan, int8_engine, row_class
+from pyelmo.runtime.precision import DEFAULT
 
 class Products:
     """``Products()``: differentiable ``torch`` products; ``Products(plan)``: ``plan``'s choices for the
@@ -41,7 +42,7 @@ class Products:
         self.dtype = plan.dtype if plan is not None else None
         self.onednn = plan is not None and plan.onednn
         #: int8 mode: the products with large weights (:meth:`ExecutionPlan.quantized`) run on int8 weights
-        self.int8 = plan is not None and plan.precision == "int8"
+        self.int8 = plan is not None and plan.spec.quantizes
         self.int8_reduce_range = self.int8 and int8_engine() != "qnnpack"  # the engine's, decided once
         self.decisions: dict[tuple[int, tuple[int, int]], str] = {}
         self._weights: dict[tuple, tuple[weakref.ref, tuple, torch.Tensor]] = {}
@@ -76,7 +77,7 @@ class Products:
     @functools.cached_property
     def exact(self) -> Products:
         """The exact float32 products of this plan's kernel rule (where the bfloat16 mode hands products)."""
-        return Products(replace(self.plan, precision="float32"))
+        return Products(replace(self.plan, precision=DEFAULT.name))
 
     def quantizes(self, w: torch.Tensor) -> bool:
         """Whether the products with ``w`` run in int8 (the plan's :meth:`ExecutionPlan.quantized`)."""
@@ -85,7 +86,8 @@ class Products:
     def precision_of(self, w: torch.Tensor) -> str:
         """The precision the products with ``w`` run in: ``int8`` (:meth:`quantizes`), ``bfloat16`` or ``float32``
         (the name of their planned linear class, :data:`pyelmo.runtime.linear.PLANNED`)."""
-        return "int8" if self.quantizes(w) else "bfloat16" if self.dtype is not None else "float32"
+        lowered = self.quantizes(w) or self.dtype is not None
+        return self.plan.precision if lowered else DEFAULT.name
 
     def runs_exact(self, x: torch.Tensor, w: torch.Tensor) -> bool:
         """In the bfloat16 mode of an autotuned plan: whether ``x @ w.T`` runs as exact float32 instead,
@@ -95,7 +97,7 @@ class Products:
         key = (row_class(x.shape[0]), tuple(w.shape))
         if key not in self._precisions:
             self._precisions[key] = autotune.precision(self, key[0], w)
-        return self._precisions[key] == "float32"
+        return self._precisions[key] == DEFAULT.name
 
     def kernel(self, x: torch.Tensor, w: torch.Tensor) -> str:
         """The kernel that computes ``x @ w.T``: the plan's (measured under autotune)."""
@@ -105,9 +107,9 @@ class Products:
         chosen = self.decisions.get(key)
         if chosen is None:
             if self.plan.quantized(key[1]):
-                chosen = "int8"
+                chosen = self.plan.spec.quantized_kernel
             elif self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
-                chosen = "onednn" if self.onednn and bf16_supported() else "mm"
+                chosen = "onednn" if self.onednn and self.plan.spec.onednn and self.plan.spec.onednn() else "mm"
             elif self.plan.autotune:
                 chosen = autotune.kernel(self, key[0], w)
             else:
