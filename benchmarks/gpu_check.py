@@ -6,7 +6,7 @@
    sentences on the CPU and on ``--device``, float32 with TF32 off; the largest difference of
    any layer (the tests' bound is 1e-5).
 2. **Embed throughput** on ``--device`` at each ``--batch-sizes`` (tokens/s after a warm-up,
-   ``ElmoEmbedder.embed_batch``), exact float32 and ``bf16=True``, with bf16's largest
+   ``ElmoEmbedder.embed_batch``), exact float32 and ``precision="bfloat16"``, with bf16's largest
    difference from exact.
 3. **Training**: ``pyelmo train`` for ``--train-steps`` steps on ``--device`` with ``--bf16``
    (autocast) on text made here (``configs/english-v2.toml``'s model); its tokens/s and whether the
@@ -77,7 +77,8 @@ def throughput(config: str, device_name: str, workdir: Path, batch_size: int, ba
     row: dict = {"config": config, "batch_size": batch_size}
     outputs = {}
     for mode, bf16 in (("exact", False), ("bf16", True)):
-        embedder = ElmoEmbedder(options, weights, device=device_name, batch_size=batch_size, bf16=bf16)
+        embedder = ElmoEmbedder(options, weights, device=device_name, batch_size=batch_size,
+                                precision="bfloat16" if bf16 else None)
         _sync(embedder.device)
         embedder.embed_batch(sentences[:batch_size])  # warm-up (kernel choice, caches)
         _sync(embedder.device)

@@ -73,9 +73,9 @@ def cosine(args: argparse.Namespace) -> None:
     from pyelmo.config import preset
     from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.modeling.bilm import BiLM
-    from pyelmo.tasks.data import read_examples
+    from pyelmo.tasks.kind import task_kind
 
-    sentences = [e.tokens for e in read_examples("tag", Path(args.data) / "pos" / "test.conll")]
+    sentences = [e.tokens for e in task_kind("tag").read(Path(args.data) / "pos" / "test.conll")]
     cases = [("english", None, None), ("english", INT8_RULE, None), ("english", 0, None),
              ("small (random)", None, "small"), ("original (random)", None, "original")]
     out = {"machine": _machine(), "text": "the first sentences of the POS test set", "models": {}}
@@ -125,9 +125,11 @@ def pos(args: argparse.Namespace) -> None:
 
 
 def tasks(args: argparse.Namespace) -> None:
+    from pyelmo.tasks.metrics import SCALE, in_percent
+
     exact = json.loads(Path(args.exact_results).read_text())
     int8 = json.loads(Path(args.int8_results).read_text())
-    out = {"machine": _machine(), "int8_min_weight": INT8_RULE, "runs": {}}
+    out = {"machine": _machine(), "int8_min_weight": INT8_RULE, "scale": SCALE, "runs": {}}
     def by_seed(item: tuple[str, dict]) -> tuple:  # s1, s2, ..., s10 (not s1, s10, s2)
         task, variant, seed = item[0].split("/")
         return task, variant, int(seed.lstrip("s"))
@@ -142,9 +144,11 @@ def tasks(args: argparse.Namespace) -> None:
                               check=True, capture_output=True, text=True)
         metric = TASK_METRIC[task]
         twin = int8.get(f"{task}/{variant.replace('static+elmo', 'static+elmo+int8')}/{seed}")
-        out["runs"][run_id] = {"exact": result["test"][metric], "exact-trained, int8 layers":
-                               json.loads(proc.stdout.strip().splitlines()[-1])[metric],
-                               "int8-trained, int8 layers": twin["test"][metric] if twin else None}
+        # task_experiments.py's runs recorded before every metric was in percent have no "scale"
+        out["runs"][run_id] = {"exact": in_percent(result["test"], result.get("scale"))[metric],
+                               "exact-trained, int8 layers": json.loads(proc.stdout.strip().splitlines()[-1])[metric],
+                               "int8-trained, int8 layers":
+                                   in_percent(twin["test"], twin.get("scale"))[metric] if twin else None}
         print(run_id, out["runs"][run_id], flush=True)
     print("\n| task (metric) | exact | trained exact, evaluated int8 | trained and evaluated int8 |\n|---|---|---|---|")
     for task, metric in TASK_METRIC.items():
@@ -153,12 +157,12 @@ def tasks(args: argparse.Namespace) -> None:
             continue
 
         def cell(key: str, base: str | None = None) -> str:
-            values = [100 * r[key] for r in runs if r[key] is not None]
+            values = [r[key] for r in runs if r[key] is not None]  # percent
             if not values:
                 return "-"
             text = f"{statistics.mean(values):.2f} ({', '.join(f'{v:.1f}' for v in values)})"
             if base:
-                diff = statistics.mean(values) - statistics.mean(100 * r[base] for r in runs)
+                diff = statistics.mean(values) - statistics.mean(r[base] for r in runs)
                 text += f" {diff:+.2f}"
             return text
 

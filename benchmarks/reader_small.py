@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from pyelmo.tasks.options import TrainOptions
-    from pyelmo.tasks.train import load_task
+    from pyelmo.tasks.saved import load_task
     from pyelmo.tasks.squad import read_squad
     from pyelmo.tasks.train import train_task
 

@@ -147,8 +147,9 @@ def run(args: argparse.Namespace) -> None:
                             "--json", "--quiet", "--cache-dir", args.cache_dir]
                 proc = subprocess.run(evaluate, check=True, capture_output=True, text=True)
                 metrics = json.loads(proc.stdout.strip().splitlines()[-1])
+                scale = metrics.pop("scale")
                 saved = json.loads((out / "config.json").read_text())
-                results[run_id] = {"test": metrics, "command": " ".join(train[2:]),
+                results[run_id] = {"test": metrics, "scale": scale, "command": " ".join(train[2:]),
                                    "best_dev": saved["training"]["best_dev"],
                                    "epochs": len(saved["training"]["history"]),
                                    "steps": saved["training"].get("steps"),
@@ -181,7 +182,7 @@ def _variant_args(variant: str, args: argparse.Namespace) -> list[str]:
 def prepare(args: argparse.Namespace) -> None:
     """Compute the shipped biLM's layers of every task file into --cache-dir, in the order the runs read them."""
     from pyelmo.modelio.resolve import load
-    from pyelmo.tasks.data import read_examples
+    from pyelmo.tasks.kind import task_kind
     from pyelmo.tasks.features import LayerCache
     from pyelmo.tasks.options import BiLMSource, bilm_fingerprint
 
@@ -197,7 +198,7 @@ def prepare(args: argparse.Namespace) -> None:
 
         train_cache = new_cache()
         for split in ("train", "dev", "test"):
-            examples = read_examples(kind, Path(args.data) / task / f"{split}.{ext}")
+            examples = task_kind(kind).read(Path(args.data) / task / f"{split}.{ext}")
             cache = train_cache if split != "test" else new_cache()
             started = time.time()
             texts = [t for e in examples for t in e.texts] if kind == "qa" else [e.tokens for e in examples]
@@ -206,9 +207,20 @@ def prepare(args: argparse.Namespace) -> None:
 
 
 def _metric(task: str, metrics: dict) -> float:
+    """The task's headline test metric (percent)."""
     if TASKS[task][0] == "qa":
-        return metrics["f1"] / 100
+        return metrics["f1"]
     return metrics["span_f1"] if task in ("ner", "zh-ner") else metrics["accuracy"]
+
+
+def _percent(run: dict) -> dict:
+    """A run with its scores in percent: runs recorded before every metric was in percent (no ``scale``) held
+    accuracy, macro-F1, span F1 and the best dev score as fractions (``pyelmo.tasks.metrics.in_percent``)."""
+    from pyelmo.tasks.metrics import SCALE, in_percent
+
+    if run.get("scale") == SCALE:
+        return run
+    return {**run, "scale": SCALE, "best_dev": 100 * run["best_dev"], "test": in_percent(run["test"], None)}
 
 
 TABLES = {
@@ -253,7 +265,7 @@ def _runs(results: dict, task: str, variant: str) -> tuple[list[dict], str]:
 
 def _cell(results: dict, task: str, variant: str, split: str = "test") -> str:
     runs, marker = _runs(results, task, variant)
-    vals = [100 * (_metric(task, r["test"]) if split == "test" else r["best_dev"]) for r in runs]
+    vals = [_metric(task, r["test"]) if split == "test" else r["best_dev"] for r in map(_percent, runs)]
     if not vals:
         return "not run"
     if len(vals) == 1:
@@ -262,8 +274,8 @@ def _cell(results: dict, task: str, variant: str, split: str = "test") -> str:
 
 
 def report(args: argparse.Namespace) -> None:
-    """Markdown tables: test (or with --split dev, the best dev) score x 100, mean ± standard deviation over
-    seeds (number of seeds)."""
+    """Markdown tables: test (or with --split dev, the best dev) score in percent, mean ± standard deviation
+    over seeds (number of seeds)."""
     results = _load(Path(args.results))
     for title, variants in TABLES.items():
         own = [v for v in variants if v not in GRIDS["table1"]] or variants

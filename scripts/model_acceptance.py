@@ -17,7 +17,7 @@ Python function or command that produced it):
 - the POS probe per layer as ``pyelmo evaluate pos`` runs it (pyelmo.evaluation.pos.evaluate_pos,
   Brown, 2000 / 1000 sentences by default, no vector cache, so the time is a cold run's);
 - the folder size, the bilm-tf HDF5 export round trip's largest difference
-  (pyelmo.lm.model.export_bilm_hdf5 -> pyelmo.modelio.weights.load_bilm_hdf5), and ``pyelmo demo``'s wall time.
+  (pyelmo.lm.export.export_bilm_hdf5 -> pyelmo.modelio.weights.load_bilm_hdf5), and ``pyelmo demo``'s wall time.
 
 --skip-slow leaves out the POS probe and the demo. Both models have to share a vocabulary for
 their perplexities to compare (the JSON says whether they do).
@@ -39,7 +39,8 @@ import torch
 
 from pyelmo.errors import InputError, PyelmoError
 from pyelmo.fileio import write_json_atomic
-from pyelmo.lm.model import LanguageModel, evaluate, export_bilm_hdf5
+from pyelmo.lm.export import export_bilm_hdf5
+from pyelmo.lm.model import LanguageModel, evaluate
 from pyelmo.evaluation.senses import example_vectors, find_word, nearest_sense_scores, read_sense_examples, with_average_layer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,7 +217,7 @@ def figures(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         jobs.append((key, f"WordPredictor.predict (= pyelmo predict --model MODEL \"{sentence}\"), combined top 10",
                      lambda m, s=sentence, t=targets: predict_figure(m, s, t)))
     jobs += [("folder_size", "sum of the file sizes in MODEL (MB = 10^6 bytes)", folder_size_figure),
-             ("export_round_trip", "pyelmo.lm.model.export_bilm_hdf5 -> pyelmo.modelio.weights.load_bilm_hdf5, all layers on "
+             ("export_round_trip", "pyelmo.lm.export.export_bilm_hdf5 -> pyelmo.modelio.weights.load_bilm_hdf5, all layers on "
                                    "the sense sentences and softmax.hdf5 vs the native model",
               lambda m: export_figure(m, args.senses))]
     if not args.skip_slow:

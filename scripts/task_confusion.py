@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from pyelmo.tasks.data import read_classify
-from pyelmo.tasks.train import load_task
+from pyelmo.tasks.saved import load_task
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("models", nargs="+", metavar="MODEL_DIR")

@@ -56,6 +56,7 @@ def tiny_model(allennlp_reference):
 def _kernel_cache(tmp_path_factory) -> None:
     """Kernel choices the tests measure go to a temporary folder, not the user's cache."""
     os.environ["PYELMO_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernel-cache"))
+    os.environ["PYELMO_INT8_CACHE"] = str(tmp_path_factory.mktemp("int8-cache"))  # int8 weights kept
 
 
 @pytest.fixture

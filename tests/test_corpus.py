@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pyelmo.cli import main
-from pyelmo.corpus import build, dictionaries, fetch, mail, rdata, sentences, sources, splits, sword
+from pyelmo.corpus import build, dictionaries, fetch, mail, rdata, sentences, sources, splits, sword, wordnet
 from pyelmo.errors import InputError, PyelmoError
 
 DATA = Path(__file__).parent / "data" / "corpus"
@@ -258,7 +258,7 @@ def test_nlp_corpus_and_errors(tmp_path: Path) -> None:
 
 
 def test_wordnet_examples_never_in_definitions() -> None:
-    defs, exs = splits.split_gloss('draw air into; "I can breathe; easily"; "The patient is respiring"')
+    defs, exs = wordnet.split_gloss('draw air into; "I can breathe; easily"; "The patient is respiring"')
     assert defs == ["draw air into"] and exs == ["I can breathe; easily", "The patient is respiring"]
     got = list(sources.read_wordnet_definitions(DATA / "wordnet"))
     assert "draw air into, and expel out of, the lungs" in got

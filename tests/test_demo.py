@@ -43,7 +43,7 @@ def _small_png(path: Path, software: str) -> None:
 
 
 def test_demo_prints_table_and_writes_png(lm_dir, tmp_path, capsys, monkeypatch):
-    from pyelmo.evaluation.demo import is_demo_figure
+    from pyelmo.evaluation.sensefigure import is_demo_figure
 
     monkeypatch.chdir(tmp_path)
     png = tmp_path / "pyelmo-demo.png"  # the default --out, in the current folder
@@ -76,7 +76,7 @@ def test_demo_in_chinese(lm_dir, tmp_path, capsys, monkeypatch, font):
     import warnings
 
     from pyelmo.evaluation import demo_zh
-    from pyelmo.evaluation.demo import is_demo_figure
+    from pyelmo.evaluation.sensefigure import is_demo_figure
 
     if font is None:  # no font with Chinese characters: the figure names the words in pinyin
         monkeypatch.setattr(demo_zh, "chinese_font", lambda: None)

@@ -41,7 +41,7 @@ def test_formats_and_sentence_to_index(allennlp_reference, tiny_model, text, tmp
         np.testing.assert_allclose(got, reference, atol=1e-6)
         index = json.loads(f["sentence_to_index"][0])
         assert index == {line: str(i) for i, line in enumerate(LINES)}
-        assert f.attrs["output_format"] == flag[2:] and f.attrs["precision"] == "torch.float32"
+        assert f.attrs["output_format"] == flag[2:] and f.attrs["precision"] == "float32"
         assert f.attrs["pyelmo_version"] and len(f.attrs["model_sha1"]) == 40 and not f.attrs["tokenize"]
         assert f.attrs["pooling"] == "none"
 

@@ -14,7 +14,8 @@ import pytest
 
 from pyelmo.cli import main
 from pyelmo.errors import InputError
-from pyelmo.tasks.data import check_kind, layout_guesses, read_classify, read_tagged
+from pyelmo.tasks.data import read_classify, read_tagged
+from pyelmo.tasks.kind import task_kind
 from test_tasks import BILM_ARGS, OPTIONS, REF, WEIGHTS, _write_data
 
 POS_DEV = "The\tDT\nbank\tNN\nraised\tVBD\nits\tPRP$\nrates\tNNS\n.\t.\n\n" \
@@ -68,14 +69,14 @@ def test_guesses_are_strong_only_with_enough_evidence(tmp_path, kind, content, s
     path = tmp_path / "f.txt"
     path.write_text(content)
     examples = read_classify(path) if kind == "classify" else read_tagged(path)
-    found = [s for s, _ in layout_guesses(kind, examples, path)]
+    found = [s for s, _ in task_kind(kind).layout_guesses(examples, path)]
     assert (max(found) if found else None) is strong
     if strong:
         with pytest.raises(InputError, match="--trust-format"):
-            check_kind(kind, examples, path, training=False)
+            task_kind(kind).check(examples, path, training=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        check_kind(kind, examples, path, training=False, trust_format=True)  # never refused with the flag
+        task_kind(kind).check(examples, path, training=False, trust_format=True)  # never refused with the flag
     assert len(caught) == len(found)
 
 

@@ -59,7 +59,6 @@ def test_the_rule_names_the_large_weights():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"precision": "int8", "bf16": True}, "bfloat16"),
     ({"precision": "int8", "device": "cuda"}, "CPU only"),
     ({"precision": "int8", "autotune": True}, "autotune"),
     ({"int8_min_weight": 10}, "int8"),
@@ -152,7 +151,7 @@ def test_embed_records_int8_and_refuses_bad_plans(released_files, tmp_path):
     int8 = _embed(["in.txt", "int8.hdf5", *model, "--precision", "int8"], tmp_path)
     assert exact.returncode == 0 and int8.returncode == 0, int8.stderr
     with h5py.File(tmp_path / "exact.hdf5") as e, h5py.File(tmp_path / "int8.hdf5") as q:
-        assert e.attrs["precision"] == "torch.float32" and q.attrs["precision"] == "int8"
+        assert e.attrs["precision"] == "float32" and q.attrs["precision"] == "int8"
         assert "precision=int8" in q.attrs["execution_plan"] and "int8" in q.attrs["kernels_used"]
         assert q.attrs["model_sha1"] == e.attrs["model_sha1"]
         for key in ("0", "1", "2"):
@@ -160,7 +159,8 @@ def test_embed_records_int8_and_refuses_bad_plans(released_files, tmp_path):
     for bad in (["--precision", "int8", "--bf16"], ["--int8-min-weight", "5"], ["--precision", "int8", "--device", "cuda"],
                 ["--precision", "int8", "--autotune"]):
         proc = _embed(["in.txt", "bad.hdf5", *model, *bad], tmp_path)
-        assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        usage = "--bf16" in bad  # two precisions: a usage error of the arguments (exit 2)
+        assert proc.returncode == (2 if usage else 1) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert "Traceback" not in proc.stderr and not (tmp_path / "bad.hdf5").exists()
 
 
@@ -220,7 +220,7 @@ def test_task_models_train_and_evaluate_on_int8_layers(tmp_path, capsys):
         assert main(["task", "evaluate", str(tmp_path / name), "--test", str(tmp_path / "test.tsv"), "--json",
                      "--quiet", "--cache-dir", str(cache), *extra]) == 0
         scores[(name, bool(extra))] = json.loads(capsys.readouterr().out)["accuracy"]
-    assert all(0.5 <= s <= 1 for s in scores.values()), scores
+    assert all(50 <= s <= 100 for s in scores.values()), scores  # percent
     assert main(["task", "train", "classify", *common, "--out", str(tmp_path / "bad"), "--features", "static",
                  "--precision", "int8"]) == 1
     assert "needs ELMo features" in capsys.readouterr().err and not (tmp_path / "bad").exists()

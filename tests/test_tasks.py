@@ -21,7 +21,8 @@ from pyelmo.errors import InputError
 from pyelmo.tasks.data import read_classify, read_tagged
 from pyelmo.tasks.options import BiLMSource, TrainOptions
 from pyelmo.tasks.static import read_text_vectors
-from pyelmo.tasks.train import load_task, passes_per_epoch, train_task
+from pyelmo.tasks.saved import load_task
+from pyelmo.tasks.train import passes_per_epoch, train_task
 
 REF = Path(__file__).parent / "fixtures" / "reference"
 OPTIONS, WEIGHTS = REF / "allennlp" / "options.json", REF / "allennlp" / "lm_weights.hdf5"
@@ -71,9 +72,9 @@ def test_separable_task_is_learned_and_reloads_identically(data, kind):
     reader = read_classify if kind == "classify" else read_tagged
     test = reader(data / ("test.tsv" if kind == "classify" else "test.conll"))
     metrics = runner.evaluate(test)
-    assert metrics["accuracy"] >= 0.95, metrics
+    assert metrics["accuracy"] >= 95, metrics  # percent
     if kind == "tag":
-        assert metrics["span_f1"] >= 0.9, metrics
+        assert metrics["span_f1"] >= 90, metrics
     again = load_task(out, progress=False).predict(test)
     assert again == runner.predict(test)  # save -> load -> predict: identical outputs
     saved = json.loads((out / "config.json").read_text())
@@ -86,14 +87,14 @@ def test_cached_layers_with_scalar_mix_equal_elmo_end_to_end(tiny_model):
     from pyelmo import Elmo, batch_to_ids
     from pyelmo.tasks.data import Example
     from pyelmo.tasks.features import LayerCache, make_batch
-    from pyelmo.tasks.model import ModelConfig, TaskModel
+    from pyelmo.tasks.model import Classifier, ModelConfig
 
     sentences = [["The", "cat", "sat", "."], ["A", "dog", "."], ["Birds", "fly", "over", "the", "river", "."]]
     cache = LayerCache(tiny_model, dtype=np.float32, progress=False)
     cache.add(sentences)
     config = ModelConfig(kind="classify", n_labels=2, elmo_layers=tiny_model.config.num_layers,
                          elmo_dim=tiny_model.config.output_dim, elmo_dropout=0.0)
-    model = TaskModel(config).eval()
+    model = Classifier(config).eval()
     with torch.no_grad():
         model.mixes[0].scalar_parameters.copy_(torch.tensor([0.3, -1.2, 0.8]))
         model.mixes[0].gamma.fill_(1.7)
@@ -131,10 +132,10 @@ def test_crf_likelihood_matches_brute_force():
 def test_crf_loss_and_decoding_of_a_padded_batch_equal_each_sentence_alone():
     """The tagger's CRF reads the mask: padding adds nothing to the loss (the batch mean of the sentences'
     own losses) and changes no decoded tag."""
-    from pyelmo.tasks.model import ModelConfig, TaskModel
+    from pyelmo.tasks.model import ModelConfig, Tagger
 
     torch.manual_seed(0)
-    model = TaskModel(ModelConfig(kind="tag", n_labels=3, static_dim=4, static_size=6, hidden=5, dropout=0.0),
+    model = Tagger(ModelConfig(kind="tag", n_labels=3, static_dim=4, static_size=6, hidden=5, dropout=0.0),
                       torch.randn(6, 4)).eval()
     with torch.no_grad():
         for p in model.crf.parameters():
@@ -147,17 +148,17 @@ def test_crf_loss_and_decoding_of_a_padded_batch_equal_each_sentence_alone():
         batch = model.loss(static, None, mask, labels)
         alone = [model.loss(static[i:i + 1, :n], None, mask[i:i + 1, :n], labels[i:i + 1, :n])
                  for i, n in enumerate(lengths)]
-        tags = model.predict(static, None, mask)[0]
-        tags_alone = [model.predict(static[i:i + 1, :n], None, mask[i:i + 1, :n])[0][0] for i, n in enumerate(lengths)]
+        tags = model.predict(static, None, mask)
+        tags_alone = [model.predict(static[i:i + 1, :n], None, mask[i:i + 1, :n])[0] for i, n in enumerate(lengths)]
     torch.testing.assert_close(batch, torch.stack(alone).mean())
     assert tags == tags_alone and [len(t) for t in tags] == lengths
 
 
 @pytest.mark.parametrize("gold, pred, accuracy, macro_f1", [
     # imbalanced: always predicting the majority scores F1 8/9 on it and 0 on the minority class
-    (["a"] * 8 + ["b"] * 2, ["a"] * 10, 0.8, (16 / 18 + 0) / 2),
+    (["a"] * 8 + ["b"] * 2, ["a"] * 10, 80, 100 * (16 / 18 + 0) / 2),
     # a label only predicted counts as a class: F1 a = 0.8, b = 1, c = 0
-    (["a", "a", "a", "b"], ["a", "a", "c", "b"], 0.75, (0.8 + 1 + 0) / 3),
+    (["a", "a", "a", "b"], ["a", "a", "c", "b"], 75, 100 * (0.8 + 1 + 0) / 3),
 ])
 def test_macro_f1_averages_the_classes(gold, pred, accuracy, macro_f1):
     from pyelmo.tasks.metrics import classify_metrics
@@ -169,9 +170,9 @@ def test_macro_f1_averages_the_classes(gold, pred, accuracy, macro_f1):
 
 def test_mix_penalty_is_lambda_times_the_squared_mix_weights():
     """``lambda * sum(w^2)`` over both mixes (--elmo-output): positive, growing with the weights."""
-    from pyelmo.tasks.model import ModelConfig, TaskModel
+    from pyelmo.tasks.model import Classifier, ModelConfig
 
-    model = TaskModel(ModelConfig(kind="classify", n_labels=2, elmo_layers=3, elmo_dim=4, elmo_output=True))
+    model = Classifier(ModelConfig(kind="classify", n_labels=2, elmo_layers=3, elmo_dim=4, elmo_output=True))
     weights = [[0.5, -1.0, 2.0], [1.0, 0.0, -3.0]]
     with torch.no_grad():
         for mix, w in zip(model.mixes, weights):
@@ -192,7 +193,8 @@ def test_cli_train_evaluate_predict(data, capsys):
     capsys.readouterr()
     assert main(["task", "evaluate", str(out), "--test", str(data / "test.tsv"), "--json", "--quiet"]) == 0
     metrics = json.loads(capsys.readouterr().out)
-    assert set(metrics) == {"accuracy", "macro_f1", "n"} and metrics["n"] == 20
+    assert set(metrics) == {"accuracy", "macro_f1", "n", "scale"} and metrics["n"] == 20
+    assert metrics["scale"] == "percent" and 0 <= metrics["accuracy"] <= 100
     assert main(["task", "predict", str(out), str(data / "test.tsv"), str(data / "pred.tsv"), "--quiet"]) == 0
     rows = [l.split("\t") for l in (data / "pred.tsv").read_text().splitlines()]
     assert len(rows) == 20 and all(r[0] in ("pos", "neg") and 0 < float(r[1]) <= 1 for r in rows)
@@ -210,7 +212,7 @@ def test_cli_tag_predict_appends_a_column(data, capsys):
     assert all(l.split("\t")[-1] in ("O", "B-P", "B-N") for l in lines if "\t" in l)
     capsys.readouterr()
     assert main(["task", "evaluate", str(out), "--test", str(data / "test.conll"), "--json", "--quiet"]) == 0
-    assert set(json.loads(capsys.readouterr().out)) == {"accuracy", "span_f1", "n", "tokens"}
+    assert set(json.loads(capsys.readouterr().out)) == {"accuracy", "span_f1", "n", "tokens", "scale"}
 
 
 @pytest.mark.parametrize("kind,content,message", [
@@ -241,7 +243,7 @@ def test_unseen_test_label_counts_wrong_with_a_warning(data, capsys):
     captured = capsys.readouterr()
     assert "never seen in training (surprise)" in captured.err and str(test) in captured.err
     metrics = json.loads(captured.out)
-    assert metrics["n"] == 2 and metrics["accuracy"] <= 0.5
+    assert metrics["n"] == 2 and metrics["accuracy"] <= 50
 
 
 def test_a_different_bilm_is_refused(data, capsys):
@@ -453,26 +455,26 @@ def test_wrong_kind_of_file_stops_before_training(data, capsys, monkeypatch, kin
 
 
 def test_the_data_of_the_examples_pass_the_kind_checks(data):
-    from pyelmo.tasks.data import check_kind
+    from pyelmo.tasks.kind import task_kind
 
     for kind, ext in (("classify", "tsv"), ("tag", "conll")):
         for split in ("train", "dev", "test"):
             path = data / f"{split}.{ext}"
-            check_kind(kind, read_classify(path) if kind == "classify" else read_tagged(path), path)
+            task_kind(kind).check(read_classify(path) if kind == "classify" else read_tagged(path), path)
 
 
 def test_perfect_dev_stops_training_even_under_min_steps(data, capsys):
-    """Separable data reach dev accuracy 1.0 long before 300 updates: training stops there and says so."""
+    """Separable data reach dev accuracy 100% long before 300 updates: training stops there and says so."""
     out = data / "perfect"
     assert main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
                  "--out", str(out), "--features", "static", "--static-vectors", str(data / "vec.txt"),
                  "--hidden", "16", "--batch-size", "8", "--lr", "0.02", "--min-steps", "300", "--max-epochs", "20",
                  "--quiet"]) == 0
     t = json.loads((out / "config.json").read_text())["training"]
-    assert t["stopped"] == "perfect dev" and t["best_dev"] == 1.0 and t["steps"] < 300, t
-    assert t["history"][-1]["dev"]["accuracy"] == 1.0 and all(h["dev"]["accuracy"] < 1 for h in t["history"][:-1])
+    assert t["stopped"] == "perfect dev" and t["best_dev"] == 100 and t["steps"] < 300, t
+    assert t["history"][-1]["dev"]["accuracy"] == 100 and all(h["dev"]["accuracy"] < 100 for h in t["history"][:-1])
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.endswith(f"stopped: perfect dev score (1.0) at epoch {len(t['history'])}"), last
+    assert last.endswith(f"stopped: perfect dev score (100%) at epoch {len(t['history'])}"), last
 
 
 def test_layer_progress_says_why_there_are_fewer_sentences_than_lines(tiny_model, capsys):
@@ -497,13 +499,13 @@ def test_evaluate_json_stdout_is_one_document(data, capfd):
 
 
 def test_predict_output_checked_before_work_and_overwrite(data, capsys, monkeypatch):
-    import pyelmo.tasks.train as train_module
+    import pyelmo.tasks.saved as saved_module
 
     out = _train(data, "classify", features="static", max_epochs=1)
     target = data / "pred.tsv"
     target.write_text("precious\n")
-    real_load = train_module.load_task
-    monkeypatch.setattr(train_module, "load_task", lambda *a, **k: pytest.fail("the model was loaded"))
+    real_load = saved_module.load_task
+    monkeypatch.setattr(saved_module, "load_task", lambda *a, **k: pytest.fail("the model was loaded"))
     for output, message in ((target, "output file exists: .*use --overwrite"),
                             (data / "missing" / "p.tsv", "output folder does not exist"),
                             (data, "output path is a directory")):
@@ -511,7 +513,7 @@ def test_predict_output_checked_before_work_and_overwrite(data, capsys, monkeypa
         err = capsys.readouterr().err.strip()
         assert rc == 1 and len(err.splitlines()) == 1 and __import__("re").search(message, err), err
     assert target.read_text() == "precious\n"
-    monkeypatch.setattr(train_module, "load_task", real_load)
+    monkeypatch.setattr(saved_module, "load_task", real_load)
     assert main(["task", "predict", str(out), str(data / "test.tsv"), str(target), "--quiet", "--overwrite"]) == 0
     assert len(target.read_text().splitlines()) == 20
 
@@ -523,7 +525,7 @@ def test_train_out_in_a_read_only_folder_fails_before_training(data, capsys, mon
     locked.mkdir()
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **k: False if Path(p) == locked else real_access(p, mode, **k))
-    monkeypatch.setattr(train_module, "read_examples", lambda *a, **k: pytest.fail("work started"))
+    monkeypatch.setattr(train_module, "_read_data", lambda *a, **k: pytest.fail("work started"))
     rc = main(["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
                "--out", str(locked / "m"), "--features", "static", "--quiet"])
     err = capsys.readouterr().err.strip()

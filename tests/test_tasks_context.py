@@ -13,7 +13,7 @@ from pyelmo.tasks.data import read_classify
 from pyelmo.corpus.sentences import sentence_spans
 from pyelmo.tasks.features import LayerCache
 from pyelmo.tasks.options import TrainOptions
-from pyelmo.tasks.train import load_task
+from pyelmo.tasks.saved import load_task
 
 from test_tasks import BILM_ARGS, _train, data  # noqa: F401  (the fixture)
 

@@ -15,7 +15,8 @@ import torch
 
 from pyelmo.tasks import train as task_train
 from pyelmo.tasks.data import read_classify
-from pyelmo.tasks.train import TaskRunner, load_task
+from pyelmo.tasks.runner import TaskRunner
+from pyelmo.tasks.saved import load_task
 
 from test_tasks import _train, data  # noqa: F401  (the fixture)
 
@@ -77,7 +78,7 @@ def test_train_fraction_subset_is_fixed_by_the_data(data, monkeypatch):  # noqa:
 @pytest.mark.parametrize("mix_l2", [0.0, 50.0])
 def test_the_mix_penalty_reaches_the_training_loss(data, monkeypatch, mix_l2):  # noqa: F811
     """With a large --mix-l2 the learned mix weights stay near 0; without it the data move them."""
-    _scripted_scores(monkeypatch, [0.1, 0.2, 0.3])  # the last epoch is kept (a perfect 1.0 would stop training)
+    _scripted_scores(monkeypatch, [10, 20, 30])  # the last epoch is kept (a perfect 100 would stop training)
     out = _train(data, "classify", out=f"l2-{mix_l2}", features="elmo", max_epochs=3, mix_l2=mix_l2, seed=3)
     w = load_task(out, progress=False).model.mixes[0].scalar_parameters.detach()
     if mix_l2:
@@ -87,10 +88,10 @@ def test_the_mix_penalty_reaches_the_training_loss(data, monkeypatch, mix_l2):  
 
 
 def test_the_best_dev_epoch_is_saved_not_the_last(data, monkeypatch, recorded):  # noqa: F811
-    _scripted_scores(monkeypatch, [0.2, 0.9, 0.1, 0.3])
+    _scripted_scores(monkeypatch, [20, 90, 10, 30])
     out = _train(data, "classify", features="static+elmo", max_epochs=4, patience=10)
     saved = json.loads((out / "config.json").read_text())["training"]
-    assert saved["best_dev"] == 0.9 and len(saved["history"]) == len(recorded) == 4
+    assert saved["best_dev"] == 90 and len(saved["history"]) == len(recorded) == 4
     runner = load_task(out, progress=False)
     state = runner.model.state_dict()
     for name, value in recorded[1]["state"].items():  # epoch 2's weights, exactly
@@ -107,7 +108,7 @@ def test_a_reloaded_model_predicts_as_in_training(data, monkeypatch, recorded, c
     for name in ("train", "dev"):
         rows = (data / f"{name}.tsv").read_text().splitlines()
         (data / f"{name}.tsv").write_text("".join(f"{r} . It was fine . The end !\n" for r in rows))
-    _scripted_scores(monkeypatch, [1.0])
+    _scripted_scores(monkeypatch, [100.0])
     out = _train(data, "classify", features="elmo", max_epochs=1, bilm_context=context)
     runner = load_task(out, progress=False)
     assert runner.cache.context == context

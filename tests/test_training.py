@@ -321,14 +321,14 @@ def test_bad_config_is_one_line_error(corpus, tmp_path, capsys, content, message
 
 def test_plan_names_the_limit_that_binds_first():
     from pyelmo.training.config import TrainSection
-    from pyelmo.training.report import Plan
+    from pyelmo.training.report import RunLength
 
-    epochs_first = Plan.of(59, TrainSection(max_steps=4000, max_epochs=10))
+    epochs_first = RunLength.of(59, TrainSection(max_steps=4000, max_epochs=10))
     assert epochs_first.total == 590 and epochs_first.binding == (
         "train.max_epochs = 10 (--max-epochs) ends the run before train.max_steps = 4000 (--max-steps)")
-    steps_first = Plan.of(59, TrainSection(max_steps=100, max_epochs=10))
+    steps_first = RunLength.of(59, TrainSection(max_steps=100, max_epochs=10))
     assert steps_first.total == 100 and steps_first.binding.startswith("train.max_steps = 100 (--max-steps) ends")
-    assert Plan.of(59, TrainSection(max_steps=0, max_epochs=2)).binding.endswith("ends the run (no step limit)")
+    assert RunLength.of(59, TrainSection(max_steps=0, max_epochs=2)).binding.endswith("ends the run (no step limit)")
 
 
 def test_train_says_what_it_trains_for_how_long_and_why_it_stopped(corpus, tmp_path, capsys):

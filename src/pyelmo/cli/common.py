@@ -18,9 +18,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
                                 "'pyelmo export' wrote, or a shipped model (english; chinese, the default with "
                                 "--lang zh). The released models (original, ...) have none")
         return
+    from pyelmo.modelio.hub import RELEASES
+
     group.add_argument("--model", metavar="NAME|DIR|URL",
                        help="a model by name: shipped (english; chinese, the default with --lang zh) or released "
-                            "(small, medium, original, original-5.5b, pubmed; downloaded once into the cache; see "
+                            f"({', '.join(RELEASES)}; downloaded once into the cache; see "
                             "'pyelmo models'), a model folder ('pyelmo train', "
                             "'export' or 'convert' output, or DIR/models/NAME after 'pyelmo download NAME --dir "
                             "DIR'), or a URL or .zip/.tar.gz archive holding options.json + model.hdf5")
@@ -28,17 +30,36 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
     group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
 
-def add_precision_arguments(group) -> None:
-    """--precision and --int8-min-weight."""
-    group.add_argument("--precision", choices=("float32", "bfloat16", "int8"), default=None,
-                       help="float32 (default): exact. int8 (CPU): the products with large weights (the LSTM's "
-                            "and the highways' of the released sizes) run on int8 weights, quantized per output "
-                            "channel at load, and int8 inputs; the vectors differ slightly from the exact ones. "
-                            "bfloat16: as --bf16. Speed and accuracy: benchmarks/RESULTS.md")
+#: What a command that keeps the int8 weights on disk adds to --precision's help.
+KEPT = ("int8: the int8 weights are kept on disk after the first load (~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE); "
+        "'pyelmo env --precision int8' says whether int8 is expected to pay on this CPU.")
+
+
+class _PrecisionAction(argparse.Action):
+    """Sets ``precision``: ``--precision NAME``, or an alias flag such as ``--bf16`` (``const``: the name it maps
+    to, here at argument parsing only: the library takes one precision). Two different ones are a usage error."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        name = self.const if self.nargs == 0 else values
+        if getattr(namespace, self.dest, None) not in (None, name):
+            raise argparse.ArgumentError(self, f"the precision is given twice, as {getattr(namespace, self.dest)} and "
+                                               f"{name}: give one")
+        setattr(namespace, self.dest, name)
+
+
+def add_precision_arguments(group, tasks: bool = False, help: str = "", min_weight_help: str = "",
+                            kept: bool = False) -> None:
+    """--precision (its choices, the registered precisions: :mod:`pyelmo.runtime.precision`; ``tasks``: those
+    task models take) and --int8-min-weight (``kept``: the command keeps the int8 weights on disk)."""
+    from pyelmo.runtime import precision
+
+    group.add_argument("--precision", choices=precision.names(tasks), default=None, action=_PrecisionAction,
+                       help=f"{precision.help_text(tasks)} {KEPT if kept else ''} {help}".strip())
     group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
                        help="with --precision int8: quantize the weights of at least N elements (default: the "
-                            "plan's rule, which 'pyelmo env --precision int8' shows; smaller products stay float32, "
-                            "where int8 does not pay; 0 quantizes every product)")
+                            + (min_weight_help or "plan's rule, which 'pyelmo env --precision int8' shows; smaller "
+                                                  "products stay float32, where int8 does not pay") +
+                            "; 0 quantizes every product)")
 
 
 def check_precision(args: argparse.Namespace) -> None:
@@ -51,27 +72,30 @@ def check_precision(args: argparse.Namespace) -> None:
 def plan_settings(args: argparse.Namespace) -> dict:
     """The ``ElmoEmbedder``/``RunOptions.inference`` keyword arguments of the execution-plan flags."""
     settings = {"precision": getattr(args, "precision", None), "int8_min_weight": getattr(args, "int8_min_weight", None)}
-    for name in ("bf16", "autotune", "kernels"):
+    for name in ("autotune", "kernels"):
         if hasattr(args, name):
             settings[name] = getattr(args, name)
+    if hasattr(args, "no_int8_cache"):
+        settings["int8_cache"] = not args.no_int8_cache
     return settings
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    """--precision, --bf16, --autotune and --kernels: the execution plan of the inference products."""
+    """--precision (and its alias --bf16), --autotune and --kernels: the execution plan of the inference products."""
     group = parser.add_argument_group("execution plan (default: a fixed rule of this CPU; the same bits every run)")
-    add_precision_arguments(group)
-    group.add_argument("--bf16", action="store_true",
-                       help="reduced precision: matrix products take bfloat16 inputs and weights (states, sums and "
-                            "outputs stay float32), so the vectors differ slightly from the exact ones. Needs a GPU or "
-                            "a CPU with bfloat16 instructions (AVX512-BF16, AMX or AVX-NE-CONVERT); elsewhere it warns "
-                            "and computes exact float32. Speed and accuracy: benchmarks/RESULTS.md")
+    add_precision_arguments(group, kept=True, help="Speed and accuracy: benchmarks/RESULTS.md")
+    group.add_argument("--bf16", action=_PrecisionAction, nargs=0, dest="precision", const="bfloat16",
+                       help="the same as --precision bfloat16")
     group.add_argument("--autotune", action="store_true",
                        help="measure the fastest kernel of each product shape here once and keep the choices on "
                             "disk (~/.cache/pyelmo/kernels/); results equal the default plan's within float "
                             "rounding, but are not bit-identical from run to run")
     group.add_argument("--kernels", choices=("fixed", "mm", "mm_t", "onednn"), default=None,
                        help="one kernel for every exact product instead of the fixed rule (see 'pyelmo env')")
+    group.add_argument("--no-int8-cache", action="store_true",
+                       help="with --precision int8: quantize the weights afresh instead of reusing the int8 weights "
+                            "kept from an earlier load (~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE; the same "
+                            "vectors either way)")
 
 
 LANG_HELP = ("the language of the raw text, which chooses how it is split into words: auto (default: from the "

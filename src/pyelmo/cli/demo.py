@@ -57,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     from pyelmo.evaluation.demo import all_context_vectors, demo_data, format_separation, format_table, separation_of, \
-        similarity_rows, write_sense_figure
+        similarity_rows
+    from pyelmo.evaluation.sensefigure import write_sense_figure
     from pyelmo.text.tokenize import check_lang
 
     replaced = bool(args.plot) and _check_plot_path(args.plot, args.overwrite)  # before any work
@@ -78,7 +79,7 @@ def run_demo(args: argparse.Namespace) -> int:
 def _check_plot_path(plot: str, overwrite: bool) -> bool:
     """Whether the figure replaces an earlier demo figure; an error if its folder is missing or not
     writable, if it is a folder, or if it is another file (without ``overwrite``)."""
-    from pyelmo.evaluation.demo import is_demo_figure
+    from pyelmo.evaluation.sensefigure import is_demo_figure
     from pyelmo.fileio import check_output_file
 
     path = check_output_file(plot, overwrite=True, what="--out")

@@ -14,7 +14,9 @@ the kernel (torch.mm on W, on a copy of W^T, oneDNN prepacked, or bmm: a time st
 both directions batched) and precision, and how each LSTM level runs its two directions. The
 default plan is a fixed rule of the CPU's features and the PyTorch version, so the same command
 and input give the same bits in every run; --autotune measures the kernels here instead (kept in
-~/.cache/pyelmo/kernels/, or $PYELMO_KERNEL_CACHE). `pyelmo embed` records the plan in its output."""
+~/.cache/pyelmo/kernels/, or $PYELMO_KERNEL_CACHE). `pyelmo embed` records the plan in its output.
+With --precision int8 it also says whether int8 is expected to pay on this CPU, by its class (AMX-INT8,
+AVX512-VNNI or AVX-VNNI: yes; AVX2 without VNNI: no, as measured), in JSON as "int8_outlook"."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,14 +30,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.runtime.int8_outlook import int8_outlook
 
     model, weight_file = model_source(args)
     embedder = ElmoEmbedder(model, weight_file, **plan_settings(args))
     report = embedder.explain()
+    outlook = int8_outlook() if embedder.options.plan.precision == "int8" else None
+    if outlook is not None:
+        report["int8_outlook"] = outlook.as_dict()
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"plan: {report['plan']}")
+    if outlook is not None:
+        print(outlook.line())
     print("directions: " + ", ".join(f"{rows} {order}" for rows, order in report["directions"].items()))
     width = max(len(row["product"]) for row in report["products"])
     kernel = max(len(row["kernel"]) for row in report["products"])

@@ -66,11 +66,32 @@ def run_command(args: argparse.Namespace) -> int:
 
     from pyelmo.cli.common import check_precision, model_source
     from pyelmo.errors import InputError
-    from pyelmo.evaluation.common import default_cache_dir
-    from pyelmo.evaluation.run import ALL_TASKS, EvalOptions, model_directory, run_evaluation
-    from pyelmo.evaluation.static import Word2VecOptions
+    from pyelmo.evaluation.run import ALL_TASKS, run_evaluation
     from pyelmo.modelio.resolve import resolve_model
     from pyelmo.modeling.bilm import BiLM
+
+    _check_numbers(args)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out is not a folder: {out}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model_arg, weight_file = model_source(args)
+    check_precision(args)
+    source = resolve_model(model_arg, weight_file)
+    model = BiLM.from_pretrained(source)
+    tasks = ALL_TASKS if args.task == "all" else (args.task,)
+    results = run_evaluation(model, tasks, _options(args, out, source, weight_file))
+    for task, res in results.items():
+        if "methods" in res:
+            line = ", ".join(f"{m} {100 * r['accuracy']:.1f}" for m, r in res["methods"].items())
+            print(f"{task}: {line}")
+    print(f"wrote {out / 'report.md'}")
+    return 0
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    from pyelmo.errors import InputError
 
     for name in ("batch_size", "word2vec_dim", "word2vec_epochs", "word2vec_min_count", "neighbours",
                  "pos_max_iter"):
@@ -81,17 +102,16 @@ def run_command(args: argparse.Namespace) -> int:
             raise InputError(f"--{name.replace('_', '-')} must not be negative")
     if args.pos_l2 < 0:
         raise InputError("--pos-l2 must not be negative")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out is not a folder: {out}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model_arg, weight_file = model_source(args)
-    check_precision(args)
-    source = resolve_model(model_arg, weight_file)
-    model = BiLM.from_pretrained(source)
+
+
+def _options(args: argparse.Namespace, out: Path, source, weight_file: str | None):
+    """The ``EvalOptions`` of the command line (``source``: the resolved model)."""
+    from pyelmo.evaluation.common import default_cache_dir
+    from pyelmo.evaluation.run import EvalOptions, model_directory
+    from pyelmo.evaluation.static import Word2VecOptions
+
     cache = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-    options = EvalOptions(
+    return EvalOptions(
         out_dir=out,
         model_dir=model_directory(source),
         word2vec=Path(args.word2vec) if args.word2vec else None,
@@ -115,11 +135,3 @@ def run_command(args: argparse.Namespace) -> int:
         model_source=source.describe() + (f" + {weight_file}" if weight_file else ""),
         precision=args.precision, int8_min_weight=args.int8_min_weight,
     )
-    tasks = ALL_TASKS if args.task == "all" else (args.task,)
-    results = run_evaluation(model, tasks, options)
-    for task, res in results.items():
-        if "methods" in res:
-            line = ", ".join(f"{m} {100 * r['accuracy']:.1f}" for m, r in res["methods"].items())
-            print(f"{task}: {line}")
-    print(f"wrote {out / 'report.md'}")
-    return 0

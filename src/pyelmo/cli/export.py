@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.errors import InputError
-    from pyelmo.lm.model import export_bilm_hdf5
+    from pyelmo.lm.export import export_bilm_hdf5
 
     if (Path(args.outdir) / "config.json").is_file():
         hint = "" if args.model else f": pyelmo export --model {args.outdir} OUTDIR"

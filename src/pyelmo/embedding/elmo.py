@@ -20,7 +20,7 @@ from pyelmo.modelio.allennlp import checked_state_dict
 from pyelmo.modelio.resolve import load
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import token_to_ids
-from pyelmo.modeling.mix import ScalarMix
+from pyelmo.modeling.mix import ScalarMixes
 from pyelmo.runtime.options import RunOptions
 
 
@@ -66,12 +66,9 @@ class Elmo(nn.Module):
         self.requires_grad = requires_grad
         self.options = options or (RunOptions() if requires_grad else RunOptions.inference())
         self.keep_sentence_boundaries = keep_sentence_boundaries
-        self.dropout = nn.Dropout(dropout)
-        self.scalar_mixes = nn.ModuleList(
-            ScalarMix(self.bilm.config.num_layers, do_layer_norm=do_layer_norm,
-                      initial_scalar_parameters=scalar_mix_parameters, trainable=scalar_mix_parameters is None)
-            for _ in range(num_output_representations)
-        )
+        self.scalar_mixes = ScalarMixes(self.bilm.config.num_layers, num_output_representations, dropout,
+                                        do_layer_norm=do_layer_norm, initial_scalar_parameters=scalar_mix_parameters,
+                                        trainable=scalar_mix_parameters is None)
 
     def get_output_dim(self) -> int:
         return self.bilm.config.output_dim
@@ -112,7 +109,7 @@ class Elmo(nn.Module):
             with torch.set_grad_enabled(self.requires_grad and torch.is_grad_enabled()):
                 output = self.bilm(char_ids, keep_sentence_boundaries=True, options=self.options)
             layers, mask = output.layers, output.mask
-        representations = [self.dropout(mix(layers, mask)) for mix in self.scalar_mixes]
+        representations = [self.scalar_mixes.mix(i, layers, mask) for i in range(len(self.scalar_mixes))]
         if not self.keep_sentence_boundaries:
             inner_mask = char_ids.gt(0).any(-1)
             representations = [r[:, 1:-1] * inner_mask.unsqueeze(-1) for r in representations]

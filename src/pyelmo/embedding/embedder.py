@@ -48,11 +48,13 @@ class ElmoEmbedder:
     ``max_tokens`` - stateless mode packs length-sorted sentences into batches of at most
     this many token positions instead of ``batch_size`` sentences (``None``: fixed
     ``batch_size`` batches); ``token_cache_size`` - token-encoder outputs kept across
-    batches (0 disables the cache). ``precision``: ``"float32"`` (default, exact), or an explicit
-    reduced-precision mode: ``"bfloat16"`` (``bf16=True``; the matrix products run in bfloat16) or
+    batches (0 disables the cache). ``precision`` (:mod:`pyelmo.runtime.precision`): ``"float32"`` (default,
+    exact), or an explicit reduced-precision mode: ``"bfloat16"`` (the matrix products run in bfloat16) or
     ``"int8"`` (CPU: the products with large weights, the LSTM's and the highways', on int8 weights
     quantized per output channel once here, and int8 activations; ``int8_min_weight``: the smallest
-    weight, in elements, that it quantizes, default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`).
+    weight, in elements, that it quantizes, default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`; the
+    int8 weights of a model it loads are kept on disk and reused by the next load, ``int8_cache=False``
+    quantizes afresh: :mod:`pyelmo.runtime.int8_cache`, the same bits either way).
     Their accuracy and speed: benchmarks/RESULTS.md. In int8 mode a model the embedder loads itself
     keeps only the int8 copies of those weights (the module's are then placeholders without
     storage); a ``BiLM`` passed in is left as it is.
@@ -77,9 +79,9 @@ class ElmoEmbedder:
     def __init__(self, model: BiLM | str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
                  *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu",
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
-                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, bf16: bool = False, autotune: bool = False,
+                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, autotune: bool = False,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
-                 int8_min_weight: int | None = None) -> None:
+                 int8_min_weight: int | None = None, int8_cache: bool = True) -> None:
         from pyelmo.modelio.resolve import resolve_model
 
         if batch_size < 1:
@@ -91,7 +93,7 @@ class ElmoEmbedder:
         except RuntimeError as exc:
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
         # the plan is checked before the model loads
-        self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size, bf16=bf16,
+        self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size,
                                             autotune=autotune, kernels=kernels, device=self.device,
                                             precision=precision, int8_min_weight=int8_min_weight)
         source = None if isinstance(model, BiLM) else resolve_model(model, weight_file)
@@ -111,9 +113,22 @@ class ElmoEmbedder:
                           f"int8_min_weight, --int8-min-weight, quantizes smaller weights)", RuntimeWarning, stacklevel=2)
         if products.int8 and not isinstance(model, BiLM):  # ours: keep the int8 weights only
             self._fingerprint = self.fingerprint
-            self.model.release_weights(self.options.products)
+            self._release_int8(int8_cache)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
+
+    def _release_int8(self, kept: bool) -> None:
+        """Hand the weights the int8 products quantize to them, packed from the numbers kept on disk for this
+        model and plan (``kept``: :mod:`pyelmo.runtime.int8_cache`, written on a miss) or quantized here."""
+        from pyelmo.runtime.int8_cache import Int8WeightCache, int8_key
+
+        products = self.options.products
+        if kept:
+            cache = Int8WeightCache(int8_key(self._fingerprint, self.options.plan, products.int8_reduce_range))
+            self.model.release_weights(products, cache.packed)
+            cache.save()
+        else:
+            self.model.release_weights(products)
 
     @property
     def fingerprint(self) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 from pyelmo.embedding.job import is_stream
 from pyelmo.errors import InputError
 from pyelmo.fileio import write_text_atomic
+from pyelmo.runtime.precision import spelled
 
 
 def run_fingerprint(input_file, model: str, settings: dict) -> dict:
@@ -54,6 +55,8 @@ class Parts:
                 earlier = json.loads(manifest.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 earlier = None
+            if isinstance(earlier, dict) and isinstance(earlier.get("settings"), dict):  # an older "torch.float32"
+                earlier["settings"]["precision"] = spelled(earlier["settings"].get("precision"))
             if earlier != fingerprint:
                 raise InputError(f"cannot resume {output}: {_difference(earlier, fingerprint)} "
                                  "(run without --resume to start over)")

@@ -177,6 +177,32 @@ def _accuracy(pred: Sequence[str], gold: Sequence[str], mask: np.ndarray | None 
     return float(ok.mean()) if len(ok) else float("nan")
 
 
+def _features(model, static, train: tuple, test: tuple, *, fingerprint: str | None,
+              cache_dir: str | os.PathLike | None, batch_size: int,
+              progress: bool) -> list[tuple[str, np.ndarray, np.ndarray, dict]]:
+    """``(method, train features, test features, extra)`` of word2vec and each biLM layer; ``train`` and
+    ``test``: ``(sentences, tagged words, tagged positions)``."""
+    from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.evaluation.common import token_vectors
+
+    (train, tr_words, tr_pos), (test, te_words, te_pos) = train, test
+    jobs: list[tuple[str, np.ndarray, np.ndarray, dict]] = []
+    if static is not None:
+        x_tr, k_tr = static.matrix(tr_words)
+        x_te, k_te = static.matrix(te_words)
+        jobs.append(("word2vec", x_tr, x_te, {"oov_rate": float(1 - k_te.mean())}))
+    # one token cache for both splits
+    embedder = model if isinstance(model, ElmoEmbedder) else ElmoEmbedder(model, batch_size=batch_size)
+    fingerprint = fingerprint or embedder.fingerprint
+    vec_tr = token_vectors(embedder, [s.words for s in train], tr_pos, fingerprint=fingerprint, cache_dir=cache_dir,
+                           tag="pos-train", batch_size=batch_size, progress=progress)
+    vec_te = token_vectors(embedder, [s.words for s in test], te_pos, fingerprint=fingerprint, cache_dir=cache_dir,
+                           tag="pos-test", batch_size=batch_size, progress=progress)
+    for layer in range(vec_tr.shape[0]):
+        jobs.append((f"layer_{layer}", vec_tr[layer], vec_te[layer], {}))
+    return jobs
+
+
 def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sentences: int | None = 2000,
                  test_sentences: int | None = 1000, l2: float = 1e-4, max_iter: int = 100,
                  fingerprint: str | None = None, cache_dir: str | os.PathLike | None = None, batch_size: int = 32,
@@ -184,9 +210,6 @@ def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sent
     """POS accuracy of a most-frequent-tag baseline, word2vec and each biLM layer (``model``: a biLM, or an
     ``ElmoEmbedder`` whose settings, such as its precision, compute the vectors)."""
     from tqdm import tqdm
-
-    from pyelmo.evaluation.common import token_vectors
-    from pyelmo.modelio.weights import model_fingerprint
 
     train = sample_sentences(read_tagged(brown_dir, "train"), train_sentences, "pos-train")
     test = sample_sentences(read_tagged(brown_dir, "test"), test_sentences, "pos-test")
@@ -207,22 +230,8 @@ def evaluate_pos(model, brown_dir: str | os.PathLike, static=None, *, train_sent
 
     methods: dict[str, dict] = {}
     methods["most_frequent_tag"] = result(mft_predict(te_words, most_frequent_tag(train)))
-    jobs: list[tuple[str, np.ndarray, np.ndarray, dict]] = []
-    if static is not None:
-        x_tr, k_tr = static.matrix(tr_words)
-        x_te, k_te = static.matrix(te_words)
-        jobs.append(("word2vec", x_tr, x_te, {"oov_rate": float(1 - k_te.mean())}))
-    from pyelmo.embedding.embedder import ElmoEmbedder
-
-    # one token cache for both splits
-    embedder = model if isinstance(model, ElmoEmbedder) else ElmoEmbedder(model, batch_size=batch_size)
-    fingerprint = fingerprint or embedder.fingerprint
-    vec_tr = token_vectors(embedder, [s.words for s in train], tr_pos, fingerprint=fingerprint, cache_dir=cache_dir,
-                           tag="pos-train", batch_size=batch_size, progress=progress)
-    vec_te = token_vectors(embedder, [s.words for s in test], te_pos, fingerprint=fingerprint, cache_dir=cache_dir,
-                           tag="pos-test", batch_size=batch_size, progress=progress)
-    for layer in range(vec_tr.shape[0]):
-        jobs.append((f"layer_{layer}", vec_tr[layer], vec_te[layer], {}))
+    jobs = _features(model, static, (train, tr_words, tr_pos), (test, te_words, te_pos), fingerprint=fingerprint,
+                     cache_dir=cache_dir, batch_size=batch_size, progress=progress)
     for name, x_tr, x_te, extra in tqdm(jobs, desc="POS probes", unit="probe", disable=not progress):
         probe = train_probe(x_tr, y_tr, len(labels), l2=l2, max_iter=max_iter)
         pred = [labels[i] for i in probe.predict(x_te)]

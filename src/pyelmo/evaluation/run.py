@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pyelmo.evaluation.common import EvaluationError, default_cache_dir, registry_source
 from pyelmo.modelio.weights import model_fingerprint
+from pyelmo.runtime import precision as precisions
 from pyelmo.evaluation.static import Word2VecOptions
 
 ALL_TASKS = ("wsd", "pos", "neighbours")
@@ -68,7 +69,7 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
         "vector size": 2 * model.config.lstm.projection_dim,
         "word2vec": str(static.path) if static is not None and static.path else "not used",
     }
-    if options.precision not in (None, "float32"):
+    if not precisions.get(options.precision).exact:
         from pyelmo.embedding.embedder import ElmoEmbedder
 
         header["precision"] = options.precision
@@ -80,31 +81,35 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
     results: dict[str, dict] = {}
     for task in tasks:
         start = time.monotonic()
-        if task == "wsd":
-            from pyelmo.evaluation.wsd import evaluate_wsd
-            from pyelmo.evaluation.wsddata import load_instances
-
-            wn = registry_source("wordnet", options.wordnet)
-            instances = load_instances(wn, options.work_dir, options.progress, options.wsd_max_lemmas)
-            result = evaluate_wsd(model, instances, static, **common)
-        elif task == "pos":
-            from pyelmo.evaluation.pos import evaluate_pos
-
-            result = evaluate_pos(model, registry_source("brown", options.brown), static,
-                                  train_sentences=options.pos_train_sentences,
-                                  test_sentences=options.pos_test_sentences, l2=options.pos_l2,
-                                  max_iter=options.pos_max_iter, **common)
-        else:
-            from pyelmo.evaluation.neighbours import evaluate_neighbours
-
-            result = evaluate_neighbours(model, registry_source("brown", options.brown), static,
-                                         k=options.neighbours_k, **common)
+        result = _run_task(task, model, static, options, common)
         result["model"] = {"source": header["model"], "fingerprint": fp}
         result["seconds"] = round(time.monotonic() - start, 1)
         write_task(out, result)
         results[task] = result
     write_report(out, header)
     return results
+
+
+def _run_task(task: str, model, static, options: EvalOptions, common: dict) -> dict:
+    """One evaluation's result (``model``: the biLM or an embedder of it; ``static``: the word2vec baseline)."""
+    if task == "wsd":
+        from pyelmo.evaluation.wsd import evaluate_wsd
+        from pyelmo.evaluation.wsddata import load_instances
+
+        wn = registry_source("wordnet", options.wordnet)
+        instances = load_instances(wn, options.work_dir, options.progress, options.wsd_max_lemmas)
+        return evaluate_wsd(model, instances, static, **common)
+    if task == "pos":
+        from pyelmo.evaluation.pos import evaluate_pos
+
+        return evaluate_pos(model, registry_source("brown", options.brown), static,
+                            train_sentences=options.pos_train_sentences,
+                            test_sentences=options.pos_test_sentences, l2=options.pos_l2,
+                            max_iter=options.pos_max_iter, **common)
+    from pyelmo.evaluation.neighbours import evaluate_neighbours
+
+    return evaluate_neighbours(model, registry_source("brown", options.brown), static,
+                               k=options.neighbours_k, **common)
 
 
 def model_directory(source) -> Path:

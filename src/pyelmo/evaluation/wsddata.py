@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-from pyelmo.corpus.splits import hash_bucket, wordnet_dir
+from pyelmo.corpus.splits import hash_bucket
+from pyelmo.corpus.wordnet import wordnet_dir
 from pyelmo.evaluation.common import EvaluationError, tokenize
 from pyelmo.fileio import write_text_atomic
 

@@ -28,6 +28,7 @@ from spacy.tokens import Doc, Span, Token
 from spacy.util import minibatch
 
 from pyelmo.errors import InputError, PyelmoError
+from pyelmo.runtime import precision as precisions
 
 LAYERS = ("average", "top")
 
@@ -78,15 +79,14 @@ class ElmoComponent:
     their ``vector_norm`` and ``similarity`` (the cosine of the vectors) use them."""
 
     def __init__(self, nlp: Language, name: str, model: str | None, layer: str | int, batch_size: int,
-                 precision: str = "float32") -> None:
+                 precision: str = precisions.DEFAULT.name) -> None:
         if not (layer in LAYERS or isinstance(layer, int) and not isinstance(layer, bool)):
             raise InputError(f"pyelmo component: layer must be 'average', 'top' or a layer index, got {layer!r}")
         if batch_size < 1:
             raise InputError(f"pyelmo component: batch_size must be at least 1, got {batch_size}")
-        from pyelmo.runtime.plan import PRECISIONS
-
-        if precision not in PRECISIONS:
-            raise InputError(f"pyelmo component: precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if precision not in precisions.names():
+            raise InputError(f"pyelmo component: precision must be one of {', '.join(precisions.names())}, "
+                             f"got {precision!r}")
         self.name, self.model, self.layer, self.batch_size = name, model, layer, batch_size
         from pyelmo.embedding.embedder import ElmoEmbedder
 
@@ -128,9 +128,10 @@ class ElmoComponent:
 
 
 @Language.factory("pyelmo", default_config={"model": None, "layer": "average", "batch_size": 64,
-                                            "precision": "float32"})
+                                            "precision": precisions.DEFAULT.name})
 def make_elmo_component(nlp: Language, name: str, model: str | None, layer: str | int,
                         batch_size: int, precision: str) -> ElmoComponent:
     """spaCy factory ``"pyelmo"``: ``nlp.add_pipe("pyelmo", config={"model": ..., "layer": ...})``;
-    ``"precision": "int8"`` runs the biLM's large products in int8 (``ElmoEmbedder``'s ``precision``)."""
+    ``"precision"``: a name of :mod:`pyelmo.runtime.precision` (``"int8"`` runs the biLM's large products in
+    int8; ``ElmoEmbedder``'s ``precision``)."""
     return ElmoComponent(nlp, name, model, layer, batch_size, precision)

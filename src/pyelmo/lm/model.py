@@ -2,8 +2,8 @@
 
 One home for what predict, perplexity, export and training share: the model
 (:class:`LanguageModel`), its loader (:meth:`LanguageModel.from_pretrained`, one read of a model
-folder), its perplexity (:func:`evaluate`, :func:`perplexity`) and the export to the
-released bilm-tf layout (:func:`export_bilm_hdf5`).
+folder) and its perplexity (:func:`evaluate`, :func:`perplexity`); the export to the released
+bilm-tf layout is :func:`pyelmo.lm.export.export_bilm_hdf5`.
 
 Training uses TensorFlow's ``sampled_softmax_loss`` with a unique log-uniform (Zipfian)
 candidate sampler over the count-sorted vocabulary: one set of negatives per batch,
@@ -162,7 +162,7 @@ def full_softmax_nll(h: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bia
     return torch.cat(out) if out else h.new_zeros(0)
 
 
-# -- loading and export ---------------------------------------------------------------------
+# -- loading ---------------------------------------------------------------------------------
 def no_softmax(what: str) -> Exception:
     """The error for a model without an LM head, naming the folders and the flag that work."""
     from pyelmo.errors import WeightFileError
@@ -238,41 +238,6 @@ def _read_softmax_hdf5(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
                     torch.from_numpy(np.asarray(f["softmax/b"][...], dtype=np.float32)))
     except (OSError, KeyError, RuntimeError, ValueError) as exc:
         raise WeightFileError(f"{path} is not a readable softmax file (datasets softmax/W, softmax/b: {exc})") from None
-
-
-EXPORT_OUTPUTS = ("options.json", "weights.hdf5", "softmax.hdf5", "vocab.txt")
-
-
-def export_bilm_hdf5(model: PathLike | None, outdir: PathLike, overwrite: bool = False) -> Path:
-    """Write ``options.json``, ``weights.hdf5``, ``softmax.hdf5`` and ``vocab.txt`` into ``outdir``
-    (the released bilm-tf layout; each file atomically). ``model``: see :meth:`LanguageModel.from_pretrained`.
-
-    Refuses (``InputError``) an ``outdir`` that is a file or already holds one of them, unless ``overwrite``.
-    """
-    import h5py
-
-    from pyelmo.errors import InputError
-    from pyelmo.fileio import atomic_writer
-    from pyelmo.modelio.weights import save_bilm_hdf5
-
-    outdir = Path(outdir)
-    if outdir.exists() and not outdir.is_dir():
-        raise InputError(f"output path is a file, expected a folder: {outdir}")
-    existing = [name for name in EXPORT_OUTPUTS if (outdir / name).exists()]
-    if existing and not overwrite:
-        raise InputError(f"{outdir} already holds {', '.join(existing)} (use --overwrite to replace)")
-    lm = LanguageModel.from_pretrained(model)
-    vocab = lm.vocab
-    if hasattr(lm.bilm, "save_lexicons"):
-        raise InputError(f"{model} is an ELMoForManyLangs model (continued): its token encoder (their character "
-                         "lexicon and a word embedding) has no place in the bilm-tf layout; use the folder itself")
-    outdir.mkdir(parents=True, exist_ok=True)
-    save_bilm_hdf5(lm.bilm, outdir / "options.json", outdir / "weights.hdf5")
-    with atomic_writer(outdir / SOFTMAX_NAME) as tmp, h5py.File(tmp, "w") as f:
-        f.create_dataset("softmax/W", data=lm.softmax_weight.detach().numpy().astype(np.float32))
-        f.create_dataset("softmax/b", data=lm.softmax_bias.detach().numpy().astype(np.float32))
-    vocab.save(outdir / "vocab.txt")
-    return outdir
 
 
 # -- perplexity -----------------------------------------------------------------------------

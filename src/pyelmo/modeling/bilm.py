@@ -133,13 +133,15 @@ class BiLM(nn.Module):
         copy.load_state_dict(self.state_dict())
         return copy
 
-    def release_weights(self, products) -> None:
+    def release_weights(self, products, packed=None) -> None:
         """Hand the weights that ``products`` quantize (int8 mode) to them: they keep the only copy
         (:meth:`pyelmo.runtime.products.Products.release`) and the modules storage-less placeholders, so this
-        biLM then runs only through those products. For the owner of a biLM never trained or saved (an embedder)."""
-        for module in self.modules():
+        biLM then runs only through those products. For the owner of a biLM never trained or saved (an embedder).
+        ``packed(name, weight)``: each weight packed (kept int8 weights, :mod:`pyelmo.runtime.int8_cache`)."""
+        for name, module in self.named_modules():
             if isinstance(module, nn.Linear) and products.quantizes(module.weight):
-                module.weight = products.release(module.weight)
+                ready = None if packed is None else packed(f"{name}.weight", module.weight)
+                module.weight = products.release(module.weight, ready)
 
     @property
     def released(self) -> bool:

@@ -51,6 +51,33 @@ class ScalarMix(nn.Module):
         return self.gamma * mixed
 
 
+class ScalarMixes(nn.ModuleList):
+    """``count`` learned mixes of the same layers, each output followed by dropout: ELMo where a model uses it
+    (paper section 3.3: a mix per place ELMo enters, dropout on the mixed vector).  ``Elmo`` and the task
+    models (:mod:`pyelmo.tasks`) hold one; its state dict is that of a list of :class:`ScalarMix` (``0.gamma``, ...).
+    """
+
+    def __init__(self, mixture_size: int, count: int, dropout: float = 0.5, do_layer_norm: bool = False,
+                 initial_scalar_parameters: Sequence[float] | None = None, trainable: bool = True) -> None:
+        super().__init__(ScalarMix(mixture_size, do_layer_norm, initial_scalar_parameters, trainable)
+                         for _ in range(count))
+        self.dropout = dropout  # a rate, not a module: the list holds the mixes only
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):  # some of the mixes: a plain list of them
+            return nn.ModuleList(list(self)[index])
+        return super().__getitem__(index)
+
+    def mix(self, which: int, layers: Sequence[torch.Tensor] | torch.Tensor,
+            mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Mix number ``which`` of ``layers``, with dropout on the result (in training mode)."""
+        return nn.functional.dropout(self[which](layers, mask), self.dropout, self.training)
+
+    def regularization(self, lambda_: float) -> torch.Tensor:
+        """``lambda * ||w||^2`` summed over the mixes."""
+        return sum(mix.regularization(lambda_) for mix in self)
+
+
 def _masked_layer_norm(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Normalise ``x`` by the mean and variance of all its unmasked elements (AllenNLP's convention)."""
     m = mask.unsqueeze(-1).to(x.dtype)

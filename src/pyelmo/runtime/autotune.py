@@ -21,11 +21,13 @@ import torch
 from pyelmo.fileio import write_json_atomic
 from pyelmo.paths import user_cache_dir
 from pyelmo.runtime.kernels import Kernel
-from pyelmo.runtime.plan import (DIRECTIONS, KERNELS, cpu_flags, fixed_kernel, onednn_available,
+from pyelmo.runtime.plan import (DIRECTIONS, KERNELS, ExecutionPlan, cpu_flags, fixed_kernel, onednn_available,
                                  row_class)
+from pyelmo.runtime.precision import DEFAULT, REGISTRY
 
-#: The precisions the bfloat16 mode measures per shape class (int8 is a rule of the plan, never measured).
-PRECISIONS = ("float32", "bfloat16")
+#: The precisions autotune may measure: a reduced one (bfloat16) against exact float32 per shape class
+#: (int8 is a rule of the plan, never measured).
+PRECISIONS = tuple(p.name for p in REGISTRY.values() if p.autotune)
 #: The values each kind of cached entry may hold, by the entry's first word (kernel entries: :data:`KERNELS`).
 ENTRY_VALUES = {"precision": PRECISIONS, "directions": DIRECTIONS}
 #: The rows each row class is measured at (the largest at 128 rows, to keep measuring cheap).
@@ -132,6 +134,7 @@ class MeasuredProducts(Protocol):
     module above this one): their kernels by name, the kernel each product runs with, their exact twin."""
 
     kernels: dict[str, Kernel]
+    plan: ExecutionPlan
 
     @property
     def exact(self) -> MeasuredProducts: ...
@@ -190,9 +193,10 @@ def time_precisions(products: MeasuredProducts, rows: int, w: torch.Tensor) -> d
     exact = products.exact
     with torch.no_grad():
         x = torch.randn(rows, w.shape[1])
-        kernels = {"bfloat16": products.kernels[products.kernel(x, w)], "float32": exact.kernels[exact.kernel(x, w)]}
-        prepared = {k: kernels[k].prepare(w) for k in PRECISIONS}
-        return fastest_calls({k: functools.partial(kernels[k].run, x, prepared[k]) for k in PRECISIONS})
+        kernels = {products.plan.precision: products.kernels[products.kernel(x, w)],
+                   DEFAULT.name: exact.kernels[exact.kernel(x, w)]}
+        prepared = {k: kernel.prepare(w) for k, kernel in kernels.items()}
+        return fastest_calls({k: functools.partial(kernels[k].run, x, prepared[k]) for k in kernels})
 
 
 def kernel(products: MeasuredProducts, rows: int, w: torch.Tensor) -> str:
@@ -212,8 +216,8 @@ def precision(products: MeasuredProducts, rows: int, w: torch.Tensor) -> str:
 def measure_precision(products: MeasuredProducts, rows: int, w: torch.Tensor) -> str:
     """``"float32"`` if exact float32 runs ``rows`` rows times ``w.T`` at least ``MEASURE_MARGIN`` faster
     than the bfloat16 mode here (:func:`time_precisions`), else ``"bfloat16"``."""
-    seconds = time_precisions(products, rows, w)
-    return "float32" if seconds["float32"] < (1 - MEASURE_MARGIN) * seconds["bfloat16"] else "bfloat16"
+    seconds, reduced = time_precisions(products, rows, w), products.plan.precision
+    return DEFAULT.name if seconds[DEFAULT.name] < (1 - MEASURE_MARGIN) * seconds[reduced] else reduced
 
 
 def directions(rows: int, lstm_shape: tuple[int, int, int], dtype: torch.dtype | None

@@ -28,6 +28,7 @@ import torch
 
 from pyelmo.runtime import autotune
 from pyelmo.runtime.plan import ROW_CLASSES, ExecutionPlan
+from pyelmo.runtime.precision import DEFAULT
 from pyelmo.runtime.products import PLAIN, Products
 from pyelmo.runtime.rows import PackedRows
 
@@ -223,8 +224,8 @@ class Inference:
                     kernel = "bmm"
                 elif batched > _previous_class(rows):  # the class's smaller steps run batched
                     kernel = f"bmm to {batched} rows, else {kernel}"
-                precision = ("int8" if products.quantizes(w) else
-                             "float32" if exact or products.dtype is None else "bfloat16")
+                lowered = products.quantizes(w) or not exact and products.dtype is not None
+                precision = self.plan.precision if lowered else DEFAULT.name
                 table.append({"product": name, "weight": list(w.shape), "rows": _rows_label(rows), "kernel": kernel,
                               "precision": precision})
         shape, orders = level.shape, {}

@@ -29,10 +29,10 @@ def onednn_rows(rows: int) -> int:
     return size
 
 
-def quantize_int8(w: torch.Tensor) -> object:
+def int8_weights(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``W (out, in)`` quantized to int8 per output channel (symmetric: each row's scale is its largest
-    magnitude / 127), two zero columns appended (where :func:`int8_linear`'s inputs carry their range),
-    packed for the quantized engine's dynamic linear (``quantized::linear_dynamic``)."""
+    magnitude / 127), two zero columns appended (where :func:`int8_linear`'s inputs carry their range):
+    ``(int8 (out, in + 2), float64 scales (out,))``, the numbers :func:`pack_int8` packs."""
     if w.is_meta:
         raise RuntimeError("this weight was released after int8 packing and cannot be packed again")
     w = torch.nn.functional.pad(w.detach().float(), (0, 2))
@@ -40,7 +40,20 @@ def quantize_int8(w: torch.Tensor) -> object:
     with warnings.catch_warnings():  # PyTorch marks its quantized tensors as deprecated; their kernels are the ones here
         warnings.simplefilter("ignore")
         q = torch.quantize_per_channel(w, scales, torch.zeros(w.shape[0], dtype=torch.long), 0, torch.qint8)
-        return torch.ops.quantized.linear_prepack(q, None)
+        return q.int_repr(), scales
+
+
+def pack_int8(q: torch.Tensor, scales: torch.Tensor) -> object:
+    """:func:`int8_weights`' numbers packed for the quantized engine's dynamic linear (``quantized::linear_dynamic``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zeros = torch.zeros(q.shape[0], dtype=torch.long)
+        return torch.ops.quantized.linear_prepack(torch._make_per_channel_quantized_tensor(q, scales, zeros, 0), None)
+
+
+def quantize_int8(w: torch.Tensor) -> object:
+    """``W (out, in)`` quantized (:func:`int8_weights`) and packed (:func:`pack_int8`)."""
+    return pack_int8(*int8_weights(w))
 
 
 @functools.lru_cache(maxsize=2)

@@ -13,6 +13,7 @@ import torch
 
 from pyelmo.runtime.backends import Backend, Differentiable, Inference
 from pyelmo.runtime.plan import ExecutionPlan
+from pyelmo.runtime.precision import DEFAULT
 from pyelmo.runtime.products import Products
 from pyelmo.runtime.token_cache import TokenCache
 
@@ -65,13 +66,12 @@ class RunOptions:
 
     @classmethod
     def inference(cls, plan: ExecutionPlan | None = None, *, stateful: bool = False, token_cache_size: int = 0,
-                  bf16: bool = False, autotune: bool = False, kernels: str | None = None,
-                  device: str | torch.device = "cpu", precision: str | None = None,
-                  int8_min_weight: int | None = None) -> RunOptions:
+                  autotune: bool = False, kernels: str | None = None, device: str | torch.device = "cpu",
+                  precision: str | None = None, int8_min_weight: int | None = None) -> RunOptions:
         """The inference backend with ``plan`` (default: :meth:`ExecutionPlan.for_machine` of ``precision``
-        (``float32``, ``bfloat16`` or ``int8``; ``bf16=True`` is bfloat16), ``int8_min_weight``, ``autotune`` and
-        ``kernels``)."""
-        plan = plan or ExecutionPlan.for_machine(bf16=bf16, autotune=autotune, kernels=kernels, device=device,
+        (a name of :mod:`pyelmo.runtime.precision`: ``float32``, ``bfloat16``, ``int8``), ``int8_min_weight``,
+        ``autotune`` and ``kernels``)."""
+        plan = plan or ExecutionPlan.for_machine(autotune=autotune, kernels=kernels, device=device,
                                                  precision=precision, int8_min_weight=int8_min_weight)
         return cls(Inference(plan), TokenCache(token_cache_size) if token_cache_size > 0 else None,
                    CarriedStates() if stateful else None)
@@ -96,5 +96,5 @@ class RunOptions:
 
     @property
     def precision(self) -> str:
-        """What output files record: ``torch.float32``, ``torch.bfloat16`` or ``int8``."""
-        return "int8" if self.products.int8 else str(self.dtype)
+        """The precision's one spelling, as output files record it (``float32`` for differentiable products)."""
+        return DEFAULT.name if self.plan is None else self.plan.precision

@@ -27,7 +27,8 @@ import torch.nn.functional as F
 from pyelmo.runtime import autotune
 from pyelmo.runtime.kernels import Int8, Kernel, OneDNN, TorchMM
 from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # noqa: F401 (their old home)
-from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, int8_engine, row_class
+from pyelmo.runtime.plan import KERNELS, ExecutionPlan, int8_engine, row_class
+from pyelmo.runtime.precision import DEFAULT
 
 #: Same-shaped step products of at most this many multiply-adds each (the two directions of a
 #: level at one time step) run as one batched product on their weights stacked, when no kernel is
@@ -50,7 +51,7 @@ class Products:
         self.dtype = plan.dtype if plan is not None else None
         self.onednn = plan is not None and plan.onednn
         #: int8 mode: the products with large weights (:meth:`ExecutionPlan.quantized`) run on int8 weights
-        self.int8 = plan is not None and plan.precision == "int8"
+        self.int8 = plan is not None and plan.spec.quantizes
         self.int8_reduce_range = self.int8 and int8_engine() != "qnnpack"  # the engine's, decided once
         self.decisions: dict[tuple[int, tuple[int, int]], str] = {}
         self._weights: dict[tuple, tuple[weakref.ref, tuple, torch.Tensor]] = {}
@@ -85,21 +86,22 @@ class Products:
     @functools.cached_property
     def exact(self) -> Products:
         """The exact float32 products of this plan's kernel rule (where the bfloat16 mode hands products)."""
-        return Products(replace(self.plan, precision="float32"))
+        return Products(replace(self.plan, precision=DEFAULT.name))
 
     def quantizes(self, w: torch.Tensor) -> bool:
         """Whether the products with ``w`` run in int8 (the plan's :meth:`ExecutionPlan.quantized`)."""
         return self.int8 and self.plan.quantized(tuple(w.shape))
 
-    def release(self, w: torch.nn.Parameter) -> torch.nn.Parameter:
-        """int8 mode: pack the weight ``w`` now and return a placeholder without storage (a ``meta`` tensor of
-        its shape) for the caller to put in its place, so that the int8 copy is the only one in memory.
-        The products keep running on the packed weight through the placeholder."""
+    def release(self, w: torch.nn.Parameter, packed: object | None = None) -> torch.nn.Parameter:
+        """int8 mode: pack the weight ``w`` now (or take it ``packed``: :mod:`pyelmo.runtime.int8_cache`) and return
+        a placeholder without storage (a ``meta`` tensor of its shape) for the caller to put in its place, so that
+        the int8 copy is the only one in memory. The products keep running on the packed weight through the
+        placeholder."""
         if not self.quantizes(w):
             raise ValueError("only the weights that the int8 products quantize can be released")
-        packed = self.prepare(w, "int8")
+        packed = self.prepare(w, self.plan.spec.quantized_kernel) if packed is None else packed
         placeholder = torch.nn.Parameter(torch.empty(w.shape, device="meta"), requires_grad=False)
-        self._weights[(id(placeholder), "int8")] = (weakref.ref(placeholder), (0, 0), packed)
+        self._weights[(id(placeholder), self.plan.spec.quantized_kernel)] = (weakref.ref(placeholder), (0, 0), packed)
         return placeholder
 
     def runs_exact(self, x: torch.Tensor, w: torch.Tensor) -> bool:
@@ -110,7 +112,7 @@ class Products:
         key = (row_class(x.shape[0]), tuple(w.shape))
         if key not in self._precisions:
             self._precisions[key] = autotune.precision(self, key[0], w)
-        return self._precisions[key] == "float32"
+        return self._precisions[key] == DEFAULT.name
 
     def kernel(self, x: torch.Tensor, w: torch.Tensor) -> str:
         """The kernel that computes ``x @ w.T``: the plan's (measured under autotune)."""
@@ -120,9 +122,9 @@ class Products:
         chosen = self.decisions.get(key)
         if chosen is None:
             if self.plan.quantized(key[1]):
-                chosen = "int8"
+                chosen = self.plan.spec.quantized_kernel
             elif self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
-                chosen = "onednn" if self.onednn and bf16_supported() else "mm"
+                chosen = "onednn" if self.onednn and self.plan.spec.onednn and self.plan.spec.onednn() else "mm"
             elif self.plan.autotune:
                 chosen = autotune.kernel(self, key[0], w)
             else:

@@ -1,4 +1,5 @@
-"""Task data files and their readers; every error names the file and line.
+"""Task data files (classify's TSV, tag's CoNLL): readers and writers, every error naming the file and line, and
+the evidence a guess at a file's layout needs (each kind guesses, :mod:`pyelmo.tasks.kinds`).
 
 * classify: UTF-8 TSV, one example per line, ``label<TAB>text``.  The text is raw and
   tokenized with :func:`pyelmo.text.tokenize.tokenize` (``pretokenized=True``: split on
@@ -11,8 +12,6 @@
 from __future__ import annotations
 
 import os
-import warnings
-from collections import Counter
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -118,25 +117,6 @@ def read_tagged(path: str | os.PathLike, labelled: bool = True) -> list[Example]
     return _nonempty(path, examples)
 
 
-def read_examples(kind: str, path: str | os.PathLike, pretokenized: bool = False,
-                  labelled: bool = True, training: bool = False) -> list:
-    """The reader for ``kind`` (``classify``, ``tag`` or ``qa``; ``training``: qa questions need an answer)."""
-    if kind == "qa":
-        from pyelmo.tasks.squad import read_squad
-
-        return read_squad(path, labelled, training)
-    if kind == "classify":
-        return read_classify(path, pretokenized, labelled)
-    return read_tagged(path, labelled)
-
-
-def label_set(kind: str, examples: Sequence[Example]) -> list[str]:
-    """The sorted labels (classify) or tags (tag) of ``examples``."""
-    if kind == "classify":
-        return sorted({e.label for e in examples})  # type: ignore[misc]
-    return sorted({t for e in examples for t in e.label})  # type: ignore[union-attr]
-
-
 # How much evidence a guess about a file's layout needs before it refuses the file; with less, or
 # with --trust-format, it warns. A short part-of-speech file has nearly as many tags as tokens ("The
 # bank raised its rates ." is 6 tags in 6 tokens), so "many different tags" alone proves nothing: a
@@ -149,55 +129,10 @@ WARN_SENTENCE, MIN_SENTENCE = 50, 200  # one "sentence" this long: no blank line
 TRUST_HINT = "if the file is right, go on with --trust-format"
 
 
-def _swap_guess(n: int, labels: int, other: int) -> tuple[bool, bool]:
+def swap_guess(n: int, labels: int, other: int) -> tuple[bool, bool]:
     """(looks swapped, strongly): more different labels than half of ``n``, and the other column repeating."""
     looks = n >= MIN_UNITS and labels > n / 2
     return looks, looks and other <= n / 4
-
-
-def layout_guesses(kind: str, examples: Sequence[Example], path) -> Iterator[tuple[bool, str]]:
-    """``(strong, message)`` for each sign that ``path`` is another kind of file (or its columns are swapped)."""
-    if kind == "classify":
-        n, labels = len(examples), len({e.label for e in examples})
-        blank_gaps = any(b.line > a.line + 1 for a, b in zip(examples, examples[1:]))
-        if blank_gaps and sum(len(e.tokens) == 1 for e in examples) >= 0.9 * n:
-            yield n >= MIN_CONLL_EXAMPLES, (f"{path} looks like a CoNLL tag file (one token<TAB>tag per line, blank "
-                                            f"lines between sentences), not label<TAB>text: train a tagger with "
-                                            f"'pyelmo task train tag'")
-        texts = len({e.tokens for e in examples})
-        looks, strong = _swap_guess(n, labels, texts)
-        if looks:
-            yield strong, (f"{path}: {labels} different labels and {texts} different texts in {n} examples: the "
-                           f"first column should be the label (label<TAB>text); is the text first?")
-    elif kind == "tag":
-        tokens = sum(len(e.tokens) for e in examples)
-        tags = len({t for e in examples for t in e.label})  # type: ignore[union-attr]
-        words = len({t for e in examples for t in e.tokens})
-        looks, strong = _swap_guess(tokens, tags, words)
-        if looks:
-            yield strong, (f"{path}: {tags} different tags and {words} different tokens in {tokens} lines: the "
-                           f"last column should be the tag (token<TAB>tag); is this a classify file?")
-        if len(examples) == 1 and tokens >= WARN_SENTENCE:
-            yield tokens >= MIN_SENTENCE, (f"{path}: no blank line between sentences, so all {tokens} lines are one "
-                                           f"sentence: a tag file has a blank line after each sentence (is this a "
-                                           f"classify file? 'pyelmo task train classify' reads label<TAB>text)")
-
-
-def check_kind(kind: str, examples: Sequence[Example], path, training: bool = True,
-               trust_format: bool = False) -> None:
-    """Stop on the obvious wrong file before any work (:func:`layout_guesses` with enough evidence; a
-    weaker sign, or any with ``trust_format``, is a warning), and (``training``) on a single label."""
-    if kind == "qa":
-        return  # read_squad checked the answers; a JSON file leaves nothing to guess
-    for strong, message in layout_guesses(kind, examples, path):
-        if strong and not trust_format:
-            raise InputError(f"{message} ({TRUST_HINT})")
-        warnings.warn(message, stacklevel=2)
-    units = Counter(e.label for e in examples) if kind == "classify" else Counter(
-        t for e in examples for t in e.label)  # type: ignore[union-attr]
-    if training and len(units) == 1:
-        what = "example has the label" if kind == "classify" else "token has the tag"
-        raise InputError(f"{path}: every {what} {next(iter(units))!r}: a model needs at least two to learn anything")
 
 
 def classify_output(path, examples: Sequence[Example], predictions) -> str:

@@ -124,9 +124,8 @@ class Batch:
 
 
 def make_batch(examples: Sequence[Example], static: StaticVectors | None, cache: LayerCache | None,
-               label_index: dict[str, int] | None = None, kind: str = "classify",
                windows: Sequence[tuple[int, int]] | None = None) -> Batch:
-    """Pad ``examples`` into a :class:`Batch`; labels (when ``label_index`` is given) unknown to it are -1.
+    """Pad ``examples`` into a :class:`Batch` (without labels: their kind adds them, ``TaskKind.label_ids``).
     ``windows``: per example, only its tokens ``[a, b)`` (their layers those of the whole example)."""
     windows = windows or [(0, len(e.tokens)) for e in examples]
     lengths = [b - a for a, b in windows]
@@ -148,12 +147,4 @@ def make_batch(examples: Sequence[Example], static: StaticVectors | None, cache:
             a, b = windows[i]
             arr[i, :, : lengths[i]] = cache[e.tokens][:, a:b]
         layers = torch.from_numpy(arr)
-    labels = None
-    if label_index is not None:
-        if kind == "classify":
-            labels = torch.tensor([label_index.get(e.label, -1) for e in examples])  # type: ignore[arg-type]
-        else:
-            labels = torch.full((B, T), -1, dtype=torch.long)
-            for i, e in enumerate(examples):
-                labels[i, : lengths[i]] = torch.tensor([label_index.get(t, -1) for t in e.label])  # type: ignore[union-attr]
-    return Batch(static_ids, layers, mask, labels)
+    return Batch(static_ids, layers, mask, None)

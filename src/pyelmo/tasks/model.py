@@ -1,10 +1,13 @@
 """Task models over static and ELMo features (the biLM itself stays outside, frozen).
 
-* classify: features -> BiLSTM -> max pool over tokens -> linear layer (softmax).
-* tag: features -> BiLSTM -> linear layer -> CRF (``pytorch-crf``).
+* :class:`TaskModel`, their shared part: features per token -> BiLSTM encoder -> an output layer;
+* :class:`Classifier` (classify): max pool over tokens -> linear layer (softmax), cross-entropy;
+* :class:`Tagger` (tag): linear layer -> CRF (``pytorch-crf``), its likelihood, Viterbi decoding.
+
+Each kind (:mod:`pyelmo.tasks.kinds`) names its model; qa's reader is :mod:`pyelmo.tasks.reader`.
 
 Features per token: a static vector (frozen; unknown words share one learned vector)
-and/or ``ELMo = gamma * sum_j softmax(w)_j h_j`` from a :class:`pyelmo.ScalarMix` over
+and/or ``ELMo = gamma * sum_j softmax(w)_j h_j`` from a :class:`pyelmo.modeling.mix.ScalarMixes` over
 the biLM layers, with dropout on the mixed vector (paper eq. 1).  With ``elmo_output`` a
 second mix is concatenated to the encoder's output (paper Table 3).  ``top_only`` mixes
 the top layer alone (paper Table 2).  :meth:`TaskModel.mix_penalty` is ``lambda * ||w||^2``.
@@ -18,14 +21,14 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from pyelmo.modeling.mix import ScalarMix
+from pyelmo.modeling.mix import ScalarMixes
 
 
 @dataclass
 class ModelConfig:
     """The task model's shape and switches (saved with a trained model)."""
 
-    kind: str                 # "classify", "tag" or "qa" (pyelmo.tasks.reader)
+    kind: str                 # a registered task kind (pyelmo.tasks.kind): "classify", "tag", "qa", ...
     n_labels: int
     static_dim: int = 0       # 0: no static vectors
     static_size: int = 0      # rows of the static table (words)
@@ -55,6 +58,19 @@ def add_static(module: nn.Module, config: ModelConfig, static_table: torch.Tenso
     return config.static_dim
 
 
+def elmo_mixes(config: ModelConfig, count: int) -> ScalarMixes:
+    """``count`` mixes of the biLM's layers (of its top layer alone with ``top_only``), each with dropout."""
+    return ScalarMixes(1 if config.top_only else config.elmo_layers, count, config.elmo_dropout)
+
+
+def mix_elmo(mixes: ScalarMixes, config: ModelConfig, layers: torch.Tensor, which: int,
+             mask: torch.Tensor) -> torch.Tensor:
+    """ELMo from mix ``which`` of the ``(B, L, T, D)`` layers, with dropout."""
+    if config.top_only:
+        layers = layers[:, -1:]
+    return mixes.mix(which, layers.unbind(1), mask)
+
+
 def static_vectors(module: nn.Module, static: torch.Tensor) -> torch.Tensor:
     """The static vectors of token ids ``static`` (unknown words: the learned vector)."""
     emb = module.static_table[static]
@@ -62,7 +78,8 @@ def static_vectors(module: nn.Module, static: torch.Tensor) -> torch.Tensor:
 
 
 class TaskModel(nn.Module):
-    """The classifier or tagger of :class:`ModelConfig`; ``static_table`` ``(V, d)`` is the frozen word table."""
+    """Features and the BiLSTM encoder of :class:`ModelConfig` (``static_table`` ``(V, d)``: the frozen word
+    table) and an output layer to ``n_labels``; a kind's model adds ``scores``, ``loss`` and ``predict``."""
 
     def __init__(self, config: ModelConfig, static_table: torch.Tensor | None = None) -> None:
         super().__init__()
@@ -70,10 +87,8 @@ class TaskModel(nn.Module):
         in_dim = add_static(self, c, static_table)
         mixes = 0
         if c.elmo_layers:
-            n = 1 if c.top_only else c.elmo_layers
             mixes = 2 if c.elmo_output else 1
-            self.mixes = nn.ModuleList(ScalarMix(n) for _ in range(mixes))
-            self.elmo_dropout = nn.Dropout(c.elmo_dropout)
+            self.mixes = elmo_mixes(c, mixes)
             in_dim += c.elmo_dim
         if in_dim == 0:
             raise ValueError("a task model needs static vectors, ELMo or both")
@@ -81,22 +96,16 @@ class TaskModel(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
         out_dim = 2 * c.hidden + (c.elmo_dim if mixes == 2 else 0)
         self.output = nn.Linear(out_dim, c.n_labels)
-        if c.kind == "tag":
-            from torchcrf import CRF
-
-            self.crf = CRF(c.n_labels, batch_first=True)
 
     def elmo(self, layers: torch.Tensor, which: int, mask: torch.Tensor) -> torch.Tensor:
         """Mix ``which`` (0: encoder input, 1: output; the reader numbers its own) of ``(B, L, T, D)``, with dropout."""
-        if self.config.top_only:
-            layers = layers[:, -1:]
-        return self.elmo_dropout(self.mixes[which](layers.unbind(1), mask))
+        return mix_elmo(self.mixes, self.config, layers, which, mask)
 
     def mix_penalty(self, lambda_: float) -> torch.Tensor:
         """``lambda * ||w||^2`` summed over the ELMo mixes (0 without ELMo)."""
         if not self.config.elmo_layers or lambda_ == 0:
             return torch.zeros(())
-        return sum(mix.regularization(lambda_) for mix in self.mixes)
+        return self.mixes.regularization(lambda_)
 
     def features(self, static: torch.Tensor | None, layers: torch.Tensor | None,
                  mask: torch.Tensor) -> torch.Tensor:
@@ -114,26 +123,44 @@ class TaskModel(nn.Module):
             h = torch.cat([h, self.elmo(layers, 1, mask)], dim=-1)
         return self.dropout(h)
 
+
+class Classifier(TaskModel):
+    """A BiLSTM over the features, max pooled over tokens, then a linear layer to the labels."""
+
     def scores(self, static, layers, mask) -> torch.Tensor:
-        """classify: logits ``(B, C)``; tag: emission scores ``(B, T, C)``."""
+        """Logits ``(B, C)``."""
         h = self.features(static, layers, mask)
-        if self.config.kind == "classify":
-            h = h.masked_fill(~mask.unsqueeze(-1), float("-inf")).max(dim=1).values
-        return self.output(h)
+        return self.output(h.masked_fill(~mask.unsqueeze(-1), float("-inf")).max(dim=1).values)
 
     def loss(self, static, layers, mask, labels: torch.Tensor) -> torch.Tensor:
-        """Mean negative log-likelihood of ``labels`` (cross-entropy; the CRF's for tag)."""
-        scores = self.scores(static, layers, mask)
-        if self.config.kind == "classify":
-            return nn.functional.cross_entropy(scores, labels)
-        return -self.crf(scores, labels.clamp(min=0), mask, reduction="mean")
+        """Mean cross-entropy of ``labels`` ``(B,)``."""
+        return nn.functional.cross_entropy(self.scores(static, layers, mask), labels)
 
     @torch.no_grad()
-    def predict(self, static, layers, mask) -> tuple[list, list]:
-        """classify: (label ids, their probabilities); tag: (tag id lists from Viterbi, [])."""
-        scores = self.scores(static, layers, mask)
-        if self.config.kind == "classify":
-            probs = scores.softmax(-1)
-            p, ids = probs.max(-1)
-            return ids.tolist(), p.tolist()
-        return self.crf.decode(scores, mask), []
+    def predict(self, static, layers, mask) -> list[tuple[int, float]]:
+        """``(label id, its probability)`` per example."""
+        p, ids = self.scores(static, layers, mask).softmax(-1).max(-1)
+        return list(zip(ids.tolist(), p.tolist()))
+
+
+class Tagger(TaskModel):
+    """A BiLSTM over the features, a linear layer to emission scores, and a CRF over the tags."""
+
+    def __init__(self, config: ModelConfig, static_table: torch.Tensor | None = None) -> None:
+        from torchcrf import CRF
+
+        super().__init__(config, static_table)
+        self.crf = CRF(config.n_labels, batch_first=True)
+
+    def scores(self, static, layers, mask) -> torch.Tensor:
+        """Emission scores ``(B, T, C)``."""
+        return self.output(self.features(static, layers, mask))
+
+    def loss(self, static, layers, mask, labels: torch.Tensor) -> torch.Tensor:
+        """The CRF's mean negative log-likelihood of ``labels`` ``(B, T)`` (padding -1)."""
+        return -self.crf(self.scores(static, layers, mask), labels.clamp(min=0), mask, reduction="mean")
+
+    @torch.no_grad()
+    def predict(self, static, layers, mask) -> list[list[int]]:
+        """The Viterbi tag ids per sentence."""
+        return self.crf.decode(self.scores(static, layers, mask), mask)

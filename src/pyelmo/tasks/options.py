@@ -5,16 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pyelmo.errors import InputError
+from pyelmo.errors import ConfigError, InputError
 from pyelmo.tasks import CONTEXTS, FEATURES
-
-
-#: Unset --hidden, --batch-size, --lr and dropout per kind.  The reader's are chosen for small sets
-#: as well as the cloze set (docs/TASKS.md, "A small set: the learning curve"): its modelling BiLSTM
-#: reads 8 x hidden inputs a token and dominates its cost; dropout also on its static vectors.
-KIND_DEFAULTS = {"classify": {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2},
-                 "tag": {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2},
-                 "qa": {"hidden": 64, "batch_size": 16, "lr": 2e-3, "dropout": 0.4}}
 
 
 @dataclass
@@ -28,7 +20,7 @@ class TrainOptions:
     max_epochs: int = 20
     patience: int = 3
     min_steps: int = 300  # optimizer updates before early stopping may end training
-    batch_size: int | None = None  # None: the kind's (KIND_DEFAULTS, for_kind)
+    batch_size: int | None = None  # None: the kind's (TaskKind.defaults, for_kind)
     lr: float | None = None
     hidden: int | None = None
     dropout: float | None = None
@@ -40,14 +32,16 @@ class TrainOptions:
     trust_format: bool = False  # a data file that looks like another kind is a warning, not an error
     progress: bool = True
     cache_dir: str | None = None  # biLM layers kept on disk across runs (None: in memory only)
-    bilm_context: str | None = None  # "line" or "sentence" (None: the kind's default, DEFAULT_CONTEXT)
+    bilm_context: str | None = None  # "line" or "sentence" (None: the kind's default, TaskKind.context)
     max_answer_tokens: int = 30  # qa: the longest answer decoding picks
-    precision: str = "float32"  # the biLM's products: "float32" (exact) or "int8" (ExecutionPlan)
+    precision: str = "float32"  # the biLM's products: a precision task models take (pyelmo.runtime.precision)
     int8_min_weight: int | None = None  # int8: the smallest weight quantized (None: the plan's default)
 
     def for_kind(self, kind: str) -> "TrainOptions":
-        """These options with the kind's defaults for what is unset (``KIND_DEFAULTS``)."""
-        defaults = KIND_DEFAULTS.get(kind, KIND_DEFAULTS["classify"])
+        """These options with the kind's defaults for what is unset (``TaskKind.defaults``)."""
+        from pyelmo.tasks.kind import task_kind
+
+        defaults = task_kind(kind).defaults
         return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
 
     def plan(self):
@@ -75,7 +69,7 @@ class TrainOptions:
             raise InputError("--min-steps must not be negative")
         if self.bilm_context is not None and self.bilm_context not in CONTEXTS:
             raise InputError(f"--bilm-context must be one of {', '.join(CONTEXTS)}, got {self.bilm_context!r}")
-        if self.precision != "float32" and not self.uses_elmo:
+        if not features_precision(self.precision).exact and not self.uses_elmo:
             raise InputError("--precision sets how the biLM computes its layers: it needs ELMo features")
         self.plan()  # a bad precision or int8 rule fails here, before any work
 
@@ -122,13 +116,22 @@ class BiLMSource:
         return load(self.model, self.weight_file)
 
 
+def features_precision(name: str | None):
+    """The :class:`~pyelmo.runtime.precision.Precision` called ``name`` (or as a file written before spells
+    it), one that task models take."""
+    from pyelmo.runtime import precision
+
+    try:
+        return precision.get(name, tasks=True)
+    except ConfigError as exc:
+        raise InputError(f"--{exc} for task features") from None
+
+
 def features_plan(precision: str | None, int8_min_weight: int | None = None):
-    """The execution plan of the biLM's layers for ``precision`` (``float32`` or ``int8``)."""
+    """The execution plan of the biLM's layers for ``precision`` (:func:`features_precision`)."""
     from pyelmo.runtime.plan import ExecutionPlan
 
-    if precision not in (None, "float32", "int8"):
-        raise InputError(f"--precision must be float32 or int8 for task features, got {precision!r}")
-    return ExecutionPlan.for_machine(precision=precision, int8_min_weight=int8_min_weight)
+    return ExecutionPlan.for_machine(precision=features_precision(precision), int8_min_weight=int8_min_weight)
 
 
 def bilm_fingerprint(bilm) -> str:

@@ -22,11 +22,9 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from pyelmo.modeling.mix import ScalarMix
 from pyelmo.tasks.data import Example
 from pyelmo.tasks.features import make_batch
-from pyelmo.tasks.metrics import squad_metrics
-from pyelmo.tasks.model import ModelConfig, TaskModel, add_static, static_vectors
+from pyelmo.tasks.model import ModelConfig, TaskModel, add_static, elmo_mixes, static_vectors
 
 LABELS = ["start", "end"]  # what a reader's config.json lists as its labels
 TRAIN_WINDOW = 400  # passage tokens a training example reads at most (train_window)
@@ -48,9 +46,7 @@ class Reader(nn.Module):
         in_dim = add_static(self, c, static_table) + int(c.match)
         self.output_mix = bool(c.elmo_layers and c.elmo_output)
         if c.elmo_layers:  # mixes 0, 1: passage, question at the encoder's input; 2, 3: at its output
-            n = 1 if c.top_only else c.elmo_layers
-            self.mixes = nn.ModuleList(ScalarMix(n) for _ in range(4 if self.output_mix else 2))
-            self.elmo_dropout = nn.Dropout(c.elmo_dropout)
+            self.mixes = elmo_mixes(c, 4 if self.output_mix else 2)
             in_dim += c.elmo_dim
         if in_dim == int(c.match):
             raise ValueError("a reader needs static vectors, ELMo or both")
@@ -163,15 +159,11 @@ def train_window(example) -> tuple[int, int]:
     return a, a + width
 
 
-def build_model(config: ModelConfig, static_table: torch.Tensor | None = None) -> nn.Module:
-    """The task model of ``config``: a :class:`Reader` for ``qa``, else a :class:`TaskModel`."""
-    return Reader(config, static_table) if config.kind == "qa" else TaskModel(config, static_table)
-
-
 class QARunner:
-    """A reader with its features: predicts answer texts and scores them (trained or loaded)."""
+    """A reader with its features: predicts answer texts and scores them (trained or loaded); ``kind``: qa's
+    :class:`pyelmo.tasks.kind.TaskKind`."""
 
-    def __init__(self, kind: str, model: Reader, labels: list[str], static, cache, saved: dict | None = None,
+    def __init__(self, kind, model: Reader, labels: list[str], static, cache, saved: dict | None = None,
                  max_answer_tokens: int = 30) -> None:
         self.kind, self.model, self.labels, self.saved = kind, model, labels, saved
         self.static, self.cache = static, cache
@@ -209,7 +201,8 @@ class QARunner:
 
     def evaluate(self, examples: Sequence, desc: str = "") -> dict:
         """SQuAD v1.1's exact match and F1 (percent) on answered ``examples``."""
-        return squad_metrics([e.answers for e in examples], self.predict(examples, desc=desc))
+        return self.kind.metrics(examples, self.predict(examples, desc=desc))
 
     def score(self, metrics: dict) -> float:
-        return metrics["f1"] / 100
+        """The dev score early stopping maximises (the kind's, percent)."""
+        return self.kind.dev_score(metrics)

@@ -1,5 +1,5 @@
-"""The folder of a trained task model: writing it whole, and reading its ``config.json`` back with
-every field the loader uses checked (a hand-edited config is one line naming the field).
+"""The folder of a trained task model: writing it whole, reading its ``config.json`` back with every field the
+loader uses checked (a hand-edited config is one line naming the field), and loading it (:func:`load_task`).
 
 ``config.json`` holds the kind, features, model shape, labels, the training options and history,
 and the identity of the biLM and static vectors; ``model.safetensors`` the task model's weights;
@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from pyelmo.errors import InputError
 from pyelmo.fileio import read_json
-from pyelmo.tasks import CONTEXTS, KINDS
+from pyelmo.tasks import CONTEXTS
+from pyelmo.tasks.kind import kind_names
 from pyelmo.tasks.model import ModelConfig
 
 CONFIG_NAME = "config.json"
@@ -26,7 +27,7 @@ WEIGHTS_NAME = "model.safetensors"
 VOCAB_NAME = "vocab.txt"
 FORMAT = "pyelmo-task-1"
 
-_Check = tuple[Callable[[Any], bool], str]
+_Check = tuple[Callable[[Any], bool], "str | Callable[[], str]"]  # a test, and what passes it
 
 
 def _number(low: int, high: int = 2**20) -> _Check:
@@ -37,7 +38,7 @@ def _number(low: int, high: int = 2**20) -> _Check:
 _BOOL: _Check = (lambda v: isinstance(v, bool), "true or false")
 _TEXT: _Check = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
 _PATH: _Check = (lambda v: v is None or (isinstance(v, str) and v != ""), "a path or null")
-_KIND: _Check = (lambda v: v in KINDS, ", ".join(KINDS[:-1]) + " or " + KINDS[-1])
+_KIND: _Check = (lambda v: v in kind_names(), lambda: ", ".join(kind_names()[:-1]) + " or " + kind_names()[-1])
 _RATE: _Check = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1,
                  "a number in [0, 1)")
 _MODEL_FIELDS: dict[str, _Check] = {"kind": _KIND, "n_labels": _number(1), "static_dim": _number(0),
@@ -67,7 +68,8 @@ class _Fields:
             value = value[part]
         if not check[0](value):
             shown = json.dumps(value)
-            raise self.fail(f"field {name!r} must be {check[1]}, got {shown[:60]}{'...' if len(shown) > 60 else ''}")
+            what = check[1]() if callable(check[1]) else check[1]
+            raise self.fail(f"field {name!r} must be {what}, got {shown[:60]}{'...' if len(shown) > 60 else ''}")
         return value
 
     def section(self, name: str, optional: bool = False) -> dict | None:
@@ -156,7 +158,7 @@ def _not_a_task_model(d: Path, native_format: Any = None) -> InputError:
     """One line saying what ``d`` is instead of a task model, and how to train one from it."""
     bilm = _bilm_kind(d, native_format)
     if bilm is not None:
-        return InputError(f"{d} is {bilm[0]}, not a task model: train one with 'pyelmo task train classify|tag|qa "
+        return InputError(f"{d} is {bilm[0]}, not a task model: train one with 'pyelmo task train {'|'.join(kind_names())} "
                           f"--train FILE --dev FILE --out DIR {bilm[1]}', then give DIR here")
     if not d.exists():
         return InputError(f"task model not found: {d}")
@@ -172,7 +174,7 @@ def check_weights_fit(directory: str | os.PathLike, config: ModelConfig) -> None
     import torch
     from safetensors import safe_open
 
-    from pyelmo.tasks.reader import build_model
+    from pyelmo.tasks.kind import build_model
 
     weights = Path(directory) / WEIGHTS_NAME
     try:
@@ -210,3 +212,58 @@ def write_model_dir(out: Path, saved: dict, state: dict, vocab: list[str]) -> No
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_task(directory: str | os.PathLike, bilm: "BiLMSource | None" = None, progress: bool = True,
+              cache_dir: str | os.PathLike | None = None, precision: str | None = None,
+              int8_min_weight: int | None = None):
+    """A trained task model from ``directory``; ``bilm`` overrides the biLM it names (it must be the same);
+    ``precision`` and ``int8_min_weight`` how the biLM computes the layers (default: as in training)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from pyelmo.tasks.features import LayerCache
+    from pyelmo.tasks.kind import build_model, task_kind
+    from pyelmo.tasks.options import BiLMSource, bilm_fingerprint, features_plan
+    from pyelmo.tasks.static import load_static
+
+    d = Path(directory)
+    saved, config = read_saved(d)
+    if precision is None:  # as in training
+        precision = saved["options"].get("precision")  # None: exact
+        int8_min_weight = saved["options"].get("int8_min_weight") if int8_min_weight is None else int8_min_weight
+    plan = features_plan(precision, int8_min_weight)
+    static = None
+    if saved.get("static") is not None:
+        static = load_static(saved["static"]["source"])
+        if static.fingerprint() != saved["static"]["fingerprint"]:
+            raise InputError(f"{d} was trained with other static vectors than those now at "
+                             f"{saved['static']['source']} (fingerprints differ)")
+        if (static.dim, len(static.words)) != (config.static_dim, config.static_size):
+            raise InputError(f"{d}: config.json's 'model.static_dim' and 'model.static_size' ({config.static_dim}, "
+                             f"{config.static_size}) do not match its static vectors ({static.dim}, "
+                             f"{len(static.words)})")
+    cache = None
+    if saved.get("bilm") is not None:
+        recorded = BiLMSource(saved["bilm"].get("model"), saved["bilm"].get("weight_file"))
+        source = bilm if bilm is not None and (bilm.model or bilm.weight_file) else recorded
+        bilm_model = source.load()
+        found = bilm_fingerprint(bilm_model)
+        if found != saved["bilm"]["fingerprint"]:
+            raise InputError(f"{d} was trained with a different biLM ({recorded.describe()}, fingerprint "
+                             f"{saved['bilm']['fingerprint'][:12]}); {source.describe()} has fingerprint {found[:12]}")
+        shape = (bilm_model.config.num_layers, bilm_model.config.output_dim)
+        if (config.elmo_layers, config.elmo_dim) != shape:
+            raise InputError(f"{d}: config.json's 'model.elmo_layers' and 'model.elmo_dim' ({config.elmo_layers}, "
+                             f"{config.elmo_dim}) do not match its biLM {shape}")
+        cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found,
+                           context=saved["options"].get("bilm_context") or "line",
+                           max_tokens=saved["bilm"].get("max_tokens", 100),
+                           plan=plan)
+    model = build_model(config, torch.from_numpy(static.vectors) if static else None)
+    try:
+        model.load_state_dict(load_file(str(d / WEIGHTS_NAME)))
+    except Exception as exc:  # safetensors' own errors on a damaged file
+        raise InputError(f"{d / WEIGHTS_NAME}: cannot load the task model: {str(exc).splitlines()[0]}") from None
+    model.eval()
+    return task_kind(config.kind).runner(model, list(saved["labels"]), static, cache, saved)

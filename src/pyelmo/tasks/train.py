@@ -1,4 +1,4 @@
-"""Training a task model (early stopping on dev), saving it, and loading it back to predict.
+"""Training a task model (early stopping on dev) and saving it (:func:`pyelmo.tasks.saved.load_task` loads it).
 
 A trained model is a folder (:mod:`pyelmo.tasks.saved`): ``config.json``, ``model.safetensors``
 (the task model's weights: encoder, output layer, CRF, ELMo mixes, the unknown-word vector) and
@@ -13,21 +13,21 @@ import os
 import random
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
 from pyelmo.errors import InputError
-from pyelmo.tasks import DEFAULT_CONTEXT, KINDS
-from pyelmo.tasks.data import Example, check_kind, label_set, read_examples
-from pyelmo.tasks.features import LayerCache, make_batch
-from pyelmo.tasks.metrics import classify_metrics, tag_metrics
-from pyelmo.tasks.model import ModelConfig, TaskModel
-from pyelmo.tasks.options import BiLMSource, TrainOptions, bilm_fingerprint, features_plan
-from pyelmo.tasks.reader import LABELS, QARunner, build_model
-from pyelmo.tasks.saved import FORMAT, WEIGHTS_NAME, read_saved, write_model_dir
+from pyelmo.tasks.data import Example
+from pyelmo.tasks.features import LayerCache
+from pyelmo.tasks.kind import TaskKind, build_model, task_kind
+from pyelmo.tasks.metrics import SCALE
+from pyelmo.tasks.model import ModelConfig
+from pyelmo.tasks.options import BiLMSource, TrainOptions, bilm_fingerprint
+from pyelmo.tasks.runner import TaskRunner
+from pyelmo.tasks.saved import FORMAT, write_model_dir
 from pyelmo.tasks.static import StaticVectors, load_static, warn_coverage
 
 
@@ -35,21 +35,12 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def warn_unseen_labels(kind: str, examples: Sequence[Example], labels: Sequence[str], path) -> None:
-    known = set(labels)
-    if kind == "qa":
-        return
-    if kind == "classify":
-        unseen = [e for e in examples if e.label not in known]
-        names = sorted({e.label for e in unseen})
-        what = "examples have"
-    else:
-        unseen = [t for e in examples for t in e.label if t not in known]
-        names = sorted(set(unseen))
-        what = "tokens have"
-    if unseen:
+def warn_unseen_labels(kind: TaskKind, examples: Sequence, labels: Sequence[str], path) -> None:
+    """Warn when ``examples`` have labels a model trained on ``labels`` never predicts."""
+    count, names = kind.unseen(examples, labels)
+    if count:
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-        _warn(f"{path}: {len(unseen)} {what} a label never seen in training ({shown}); they count as wrong")
+        _warn(f"{path}: {count} {kind.unit_names[1]} a label never seen in training ({shown}); they count as wrong")
 
 
 def _subsample(examples: list[Example], fraction: float) -> list[Example]:
@@ -88,62 +79,33 @@ def _batches(examples: Sequence[Example], batch_size: int, rng: random.Random) -
     return batches
 
 
-class TaskRunner:
-    """A task model with its features: predicts and scores examples (trained or loaded)."""
-
-    def __init__(self, kind: str, model: TaskModel, labels: list[str], static: StaticVectors | None,
-                 cache: LayerCache | None, saved: dict | None = None) -> None:
-        self.kind = kind
-        self.saved = saved  # the config.json of a loaded model
-        self.model = model
-        self.labels = labels
-        self.label_index = {l: i for i, l in enumerate(labels)}
-        self.static = static
-        self.cache = cache
-
-    def _batch(self, examples, labelled: bool):
-        return make_batch(examples, self.static, self.cache, self.label_index if labelled else None, self.kind)
-
-    def loss(self, examples) -> torch.Tensor:
-        b = self._batch(examples, True)
-        return self.model.loss(b.static, b.layers, b.mask, b.labels)
-
-    def predict(self, examples: Sequence[Example], batch_size: int = 64, desc: str = "") -> list:
-        """classify: ``(label, probability)`` per example; tag: a tag list per example (input order)."""
-        if self.cache is not None:
-            self.cache.add([e.tokens for e in examples], desc=f"biLM layers {desc}".strip())
-        self.model.eval()
-        order = sorted(range(len(examples)), key=lambda i: len(examples[i].tokens))
-        out: list = [None] * len(examples)
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
-            b = self._batch([examples[i] for i in rows], False)
-            ids, probs = self.model.predict(b.static, b.layers, b.mask)
-            for k, i in enumerate(rows):
-                if self.kind == "classify":
-                    out[i] = (self.labels[ids[k]], probs[k])
-                else:
-                    out[i] = [self.labels[t] for t in ids[k]]
-        return out
-
-    def evaluate(self, examples: Sequence[Example], desc: str = "") -> dict:
-        """The task's metrics on labelled ``examples``."""
-        pred = self.predict(examples, desc=desc)
-        if self.kind == "classify":
-            return classify_metrics([e.label for e in examples], [p[0] for p in pred])
-        return tag_metrics([e.label for e in examples], pred)
-
-    def score(self, metrics: dict) -> float:
-        """The dev score early stopping maximises: span F1 for BIO/BIOES tags, else accuracy."""
-        return _dev_score(metrics)
-
-
 def _check_out_dir(out: Path) -> None:
     from pyelmo.fileio import check_output_folder
 
     if out.exists():
         raise InputError(f"{out} already exists (choose a new --out folder)")
     check_output_folder(out.parent, "--out's parent")
+
+
+@dataclass
+class _Data:
+    """What training reads: the whole training file, the subset trained on, the dev examples, the labels."""
+
+    full_train: list
+    train: list
+    dev: list
+    labels: list[str]
+
+
+@dataclass
+class _Features:
+    """The features a model trains on: static vectors and the biLM (its layers cached), each or None."""
+
+    static: StaticVectors | None
+    bilm: object | None
+    fingerprint: str | None
+    max_tokens: int | None
+    cache: LayerCache | None
 
 
 def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.PathLike, out_dir: str | os.PathLike,
@@ -155,63 +117,89 @@ def train_task(kind: str, train_file: str | os.PathLike, dev_file: str | os.Path
     the folder appears only when complete.  Returns the saved config (with its history).
     """
     started = time.monotonic()
-    if kind not in KINDS:
-        raise InputError(f"task kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    task = task_kind(kind)
     options = options.for_kind(kind)
     options.check()
-    options = replace(options, bilm_context=options.bilm_context or DEFAULT_CONTEXT[kind])
+    options = replace(options, bilm_context=options.bilm_context or task.context)
     out = Path(out_dir)
     _check_out_dir(out)
-    full_train = read_examples(kind, train_file, options.pretokenized, training=True)
-    check_kind(kind, full_train, train_file, trust_format=options.trust_format)
-    train = _subsample(full_train, options.train_fraction)
-    dev = read_examples(kind, dev_file, options.pretokenized, training=kind == "qa")
-    check_kind(kind, dev, dev_file, training=False, trust_format=options.trust_format)
-    labels = LABELS if kind == "qa" else label_set(kind, train)
-    warn_unseen_labels(kind, dev, labels, dev_file)
+    data = _read_data(task, train_file, dev_file, options)
+    features = _load_features(options, bilm, static_source, data, train_file)
+    config = _model_config(task, data.labels, features, options)
+    torch.manual_seed(options.seed)
+    model = build_model(config, torch.from_numpy(features.static.vectors) if features.static else None)
+    runner = task.runner(model, data.labels, features.static, features.cache)
+    if features.cache is not None:
+        _cache_layers(features.cache, data, options)
+    history, best, best_state, stop = _fit(runner, data.train, data.dev, options, started)
+    saved = _saved_config(task, config, data, features, options, bilm)
+    saved["training"].update({"best_dev": best, "steps": history[-1]["steps"] if history else 0, "stopped": stop,
+                              "stop_reason": stop_reason(stop, options, history, task),
+                              "seconds": round(time.monotonic() - started, 1), "history": history})
+    model.load_state_dict(best_state)
+    write_model_dir(out, saved, model.state_dict(), features.static.words if features.static else [])
+    return saved
 
+
+def _read_data(kind: TaskKind, train_file, dev_file, options: TrainOptions) -> _Data:
+    """The training and dev examples, checked (:meth:`TaskKind.check`), and the labels of the training ones."""
+    full_train = kind.read(train_file, options.pretokenized)
+    kind.check(full_train, train_file, trust_format=options.trust_format)
+    train = _subsample(full_train, options.train_fraction)
+    dev = kind.read(dev_file, options.pretokenized)
+    kind.check(dev, dev_file, training=False, trust_format=options.trust_format)
+    labels = kind.labels(train)
+    warn_unseen_labels(kind, dev, labels, dev_file)
+    return _Data(full_train, train, dev, labels)
+
+
+def _load_features(options: TrainOptions, bilm: BiLMSource, static_source, data: _Data, train_file) -> _Features:
+    """The static vectors and the biLM the options ask for (its layer cache still empty)."""
     static = load_static(static_source) if options.uses_static else None
     if static is not None:
-        warn_coverage(static, train, train_file)
-    bilm_model = bilm.load() if options.uses_elmo else None
-    fingerprint = bilm_fingerprint(bilm_model) if bilm_model is not None else None
-    max_tokens = bilm.max_tokens() if bilm_model is not None else None
-    cache = (LayerCache(bilm_model, progress=options.progress, cache_dir=options.cache_dir, fingerprint=fingerprint,
-                        context=options.bilm_context, max_tokens=max_tokens, plan=options.plan())
-             if bilm_model is not None else None)
-    config = ModelConfig(
-        kind=kind, n_labels=len(labels),
-        static_dim=static.dim if static else 0, static_size=len(static.words) if static else 0,
-        elmo_layers=bilm_model.config.num_layers if bilm_model else 0,
-        elmo_dim=bilm_model.config.output_dim if bilm_model else 0,
-        elmo_output=options.elmo_output, top_only=options.top_only,
-        hidden=options.hidden, dropout=options.dropout, elmo_dropout=options.elmo_dropout, match=kind == "qa")
-    torch.manual_seed(options.seed)
-    model = build_model(config, torch.from_numpy(static.vectors) if static else None)
-    runner = (QARunner if kind == "qa" else TaskRunner)(kind, model, labels, static, cache)
-    if cache is not None:
-        # with a disk cache, the whole file's layers: one entry serves every --train-fraction
-        cache.add([t for e in (full_train if options.cache_dir else train) for t in e.texts],
-                  desc="biLM layers (train)")
-        cache.add([t for e in dev for t in e.texts], desc="biLM layers (dev)")
+        warn_coverage(static, data.train, train_file)
+    if not options.uses_elmo:
+        return _Features(static, None, None, None, None)
+    bilm_model = bilm.load()
+    fingerprint, max_tokens = bilm_fingerprint(bilm_model), bilm.max_tokens()
+    cache = LayerCache(bilm_model, progress=options.progress, cache_dir=options.cache_dir, fingerprint=fingerprint,
+                       context=options.bilm_context, max_tokens=max_tokens, plan=options.plan())
+    return _Features(static, bilm_model, fingerprint, max_tokens, cache)
 
-    history, best, best_state, stop = _fit(runner, train, dev, options, started)
-    saved = {
-        "format": FORMAT, "kind": kind, "features": options.features, "labels": labels,
+
+def _cache_layers(cache: LayerCache, data: _Data, options: TrainOptions) -> None:
+    """The biLM's layers of the training and dev examples (with a disk cache, of the whole training file:
+    one entry then serves every --train-fraction)."""
+    cache.add([t for e in (data.full_train if options.cache_dir else data.train) for t in e.texts],
+              desc="biLM layers (train)")
+    cache.add([t for e in data.dev for t in e.texts], desc="biLM layers (dev)")
+
+
+def _model_config(kind: TaskKind, labels: list[str], features: _Features, options: TrainOptions) -> ModelConfig:
+    static, bilm = features.static, features.bilm
+    return ModelConfig(
+        kind=kind.name, n_labels=len(labels),
+        static_dim=static.dim if static else 0, static_size=len(static.words) if static else 0,
+        elmo_layers=bilm.config.num_layers if bilm else 0, elmo_dim=bilm.config.output_dim if bilm else 0,
+        elmo_output=options.elmo_output, top_only=options.top_only,
+        hidden=options.hidden, dropout=options.dropout, elmo_dropout=options.elmo_dropout,
+        **kind.model_switches)
+
+
+def _saved_config(kind: TaskKind, config: ModelConfig, data: _Data, features: _Features, options: TrainOptions,
+                  bilm: BiLMSource) -> dict:
+    """config.json of the trained model, but for the outcome of training."""
+    static = features.static
+    return {
+        "format": FORMAT, "kind": kind.name, "features": options.features, "labels": data.labels,
         "model": config.to_dict(),
-        "bilm": ({**asdict(bilm.absolute()), "fingerprint": fingerprint, "max_tokens": max_tokens}
-                 if bilm_model else None),
+        "bilm": ({**asdict(bilm.absolute()), "fingerprint": features.fingerprint, "max_tokens": features.max_tokens}
+                 if features.bilm is not None else None),
         "static": ({"source": static.source, "fingerprint": static.fingerprint(), "words": len(static.words)}
                    if static else None),
         "options": {k: v for k, v in asdict(options).items() if k not in ("progress", "cache_dir")},
-        "training": {"train_examples": len(train), "dev_examples": len(dev), "best_dev": best,
-                     "steps": history[-1]["steps"] if history else 0,
-                     "stopped": stop, "stop_reason": stop_reason(stop, options, history),
-                     "seconds": round(time.monotonic() - started, 1), "history": history},
+        "training": {"train_examples": len(data.train), "dev_examples": len(data.dev), "scale": SCALE},
     }
-    model.load_state_dict(best_state)
-    write_model_dir(out, saved, model.state_dict(), static.words if static else [])
-    return saved
 
 
 def _fit(runner: TaskRunner, train, dev, options: TrainOptions, started: float):
@@ -255,13 +243,12 @@ def _fit(runner: TaskRunner, train, dev, options: TrainOptions, started: float):
         history.append({"epoch": epoch, "steps": steps, "loss": round(total / max(count, 1), 5), "dev": metrics,
                         "seconds": round(time.monotonic() - started, 1)})
         if options.progress:
-            name = "F1" if "f1" in metrics else "span F1" if metrics.get("span_f1") is not None else "accuracy"
-            print(f"epoch {epoch}: loss {total / max(count, 1):.4f}  dev {name} {score:.4f}"
+            print(f"epoch {epoch}: loss {total / max(count, 1):.4f}  dev {runner.kind.headline(metrics)} {score:.2f}"
                   f"  ({steps} steps){'  (best)' if improved else ''}", file=sys.stderr)
         if timed_out:
             stop = "time limit"
             break
-        if score >= 1.0:  # nothing left to learn from dev: --min-steps does not hold a perfect score
+        if score >= 100:  # nothing left to learn from dev: --min-steps does not hold a perfect score
             stop = "perfect dev"
             break
         if since_best >= options.patience and steps >= options.min_steps:
@@ -270,75 +257,18 @@ def _fit(runner: TaskRunner, train, dev, options: TrainOptions, started: float):
     return history, best, best_state, stop
 
 
-def stop_reason(stop: str, options: TrainOptions, history: list[dict]) -> str:
+def stop_reason(stop: str, options: TrainOptions, history: list[dict], kind: TaskKind) -> str:
     """Why ``_fit`` stopped (``stop``), in words, with the option that decided it."""
     if stop == "perfect dev":
-        return f"perfect dev score (1.0) at epoch {len(history)}"
+        return f"perfect dev score (100%) at epoch {len(history)}"
     if stop == "time limit":
         return f"--max-minutes {options.max_minutes:g} reached"
     if stop == "max epochs":
         return f"--max-epochs {options.max_epochs} reached"
-    best_epoch = max(history, key=lambda h: _dev_score(h["dev"]))["epoch"]
+    best_epoch = max(history, key=lambda h: kind.dev_score(h["dev"]))["epoch"]
     if stop == "min steps":
         return (f"--min-steps {options.min_steps} reached (no better dev score since epoch {best_epoch}; "
                 f"--patience {options.patience} waited for the minimum steps)")
     p = options.patience
     return (f"early stopping: no better dev score in the {p} epoch{'s' if p != 1 else ''} after the best, "
             f"epoch {best_epoch} (--patience {p})")
-
-
-def _dev_score(metrics: dict) -> float:
-    """The dev score early stopping maximises: F1 (qa, as a fraction), span F1 for BIO/BIOES tags, else accuracy."""
-    if "f1" in metrics:
-        return metrics["f1"] / 100
-    return metrics["span_f1"] if metrics.get("span_f1") is not None else metrics["accuracy"]
-
-
-def load_task(directory: str | os.PathLike, bilm: BiLMSource | None = None, progress: bool = True,
-              cache_dir: str | os.PathLike | None = None, precision: str | None = None,
-              int8_min_weight: int | None = None) -> TaskRunner:
-    """A trained task model from ``directory``; ``bilm`` overrides the biLM it names (it must be the same);
-    ``precision`` and ``int8_min_weight`` how the biLM computes the layers (default: as in training)."""
-    from safetensors.torch import load_file
-
-    d = Path(directory)
-    saved, config = read_saved(d)
-    if precision is None:  # as in training
-        precision = saved["options"].get("precision", "float32")
-        int8_min_weight = saved["options"].get("int8_min_weight") if int8_min_weight is None else int8_min_weight
-    plan = features_plan(precision, int8_min_weight)
-    static = None
-    if saved.get("static") is not None:
-        static = load_static(saved["static"]["source"])
-        if static.fingerprint() != saved["static"]["fingerprint"]:
-            raise InputError(f"{d} was trained with other static vectors than those now at "
-                             f"{saved['static']['source']} (fingerprints differ)")
-        if (static.dim, len(static.words)) != (config.static_dim, config.static_size):
-            raise InputError(f"{d}: config.json's 'model.static_dim' and 'model.static_size' ({config.static_dim}, "
-                             f"{config.static_size}) do not match its static vectors ({static.dim}, "
-                             f"{len(static.words)})")
-    cache = None
-    if saved.get("bilm") is not None:
-        recorded = BiLMSource(saved["bilm"].get("model"), saved["bilm"].get("weight_file"))
-        source = bilm if bilm is not None and (bilm.model or bilm.weight_file) else recorded
-        bilm_model = source.load()
-        found = bilm_fingerprint(bilm_model)
-        if found != saved["bilm"]["fingerprint"]:
-            raise InputError(f"{d} was trained with a different biLM ({recorded.describe()}, fingerprint "
-                             f"{saved['bilm']['fingerprint'][:12]}); {source.describe()} has fingerprint {found[:12]}")
-        shape = (bilm_model.config.num_layers, bilm_model.config.output_dim)
-        if (config.elmo_layers, config.elmo_dim) != shape:
-            raise InputError(f"{d}: config.json's 'model.elmo_layers' and 'model.elmo_dim' ({config.elmo_layers}, "
-                             f"{config.elmo_dim}) do not match its biLM {shape}")
-        cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found,
-                           context=saved["options"].get("bilm_context") or "line",
-                           max_tokens=saved["bilm"].get("max_tokens", 100),
-                           plan=plan)
-    model = build_model(config, torch.from_numpy(static.vectors) if static else None)
-    try:
-        model.load_state_dict(load_file(str(d / WEIGHTS_NAME)))
-    except Exception as exc:  # safetensors' own errors on a damaged file
-        raise InputError(f"{d / WEIGHTS_NAME}: cannot load the task model: {str(exc).splitlines()[0]}") from None
-    model.eval()
-    runner = QARunner if config.kind == "qa" else TaskRunner
-    return runner(config.kind, model, list(saved["labels"]), static, cache, saved)

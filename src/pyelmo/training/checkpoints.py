@@ -10,12 +10,12 @@ import math
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from pyelmo.errors import PyelmoError
-from pyelmo.fileio import PathLike, atomic_writer
+from pyelmo.fileio import PathLike, atomic_writer, write_text_atomic
 
 CHECKPOINT_NAME = "checkpoint.pt"
 RUN_NAME = "run.json"
@@ -134,3 +134,56 @@ def save_model_folder(model, vocab, directory: Path, meta: dict, source: dict | 
     save_pretrained(model.bilm, directory, metadata=meta,
                     extra_tensors={"softmax.weight": model.softmax_weight, "softmax.bias": model.softmax_bias})
     vocab.save(directory / "vocab.txt")
+
+
+class RunFolder:
+    """The files of a run's folder as the trainer writes them: only the main process writes (on the other
+    ranks every call does nothing)."""
+
+    def __init__(self, out: Path, main: bool) -> None:
+        self.out, self.main = out, main
+
+    def remove_temporaries(self) -> None:
+        if self.main:
+            for folder in (self.out, self.out / "model", self.out / "best"):
+                remove_stale_temporaries(folder)
+
+    def start(self, vocab, run: dict[str, Any], state: dict[str, Any]) -> None:
+        """A new run's vocabulary, empty metrics and step-0 checkpoint, then ``run.json``: a run that has
+        a ``run.json`` can always be resumed."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        vocab.save(self.out / "vocab.txt")
+        write_text_atomic(self.out / METRICS_NAME, "")
+        torch_save_atomic(state, self.out / CHECKPOINT_NAME)
+        write_text_atomic(self.out / RUN_NAME, json.dumps(run, indent=2) + "\n")
+
+    def save_checkpoint(self, state: Callable[[], dict[str, Any]]) -> None:
+        if self.main:
+            torch_save_atomic(state(), self.out / CHECKPOINT_NAME)
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.main:
+            with open(self.out / METRICS_NAME, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def keep_metrics_until(self, step: int) -> None:
+        """Drop the metrics logged after ``step`` (a resumed run's checkpoint)."""
+        if self.main:
+            path = self.out / METRICS_NAME
+            lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+            kept = [l for l in lines if metrics_record_step(l) <= step]
+            write_text_atomic(path, "".join(l + "\n" for l in kept))
+
+    def save_final(self, save_model: Callable[[Path], None], from_best: bool) -> Path:
+        """``model/``: a copy of ``best/`` (``from_best`` and it exists) or ``save_model``'s, and the loss
+        curves."""
+        model_dir = self.out / "model"
+        if not self.main:
+            return model_dir
+        best = self.out / "best"
+        if from_best and best.is_dir():
+            copy_dir_atomic(best, model_dir)
+        else:
+            save_model(model_dir)
+        plot_metrics(self.out / METRICS_NAME, self.out / CURVES_NAME)
+        return model_dir

@@ -1,13 +1,32 @@
 """What a training run tells its user: the plan at the start (model, vocabulary, data, and the limit
-that ends the run first), the progress bar's figures, and the reason it stopped."""
+that ends the run first: ``RunLength``), the logged loss, the progress bar's figures, the reason it
+stopped, and what it produced (``TrainResult``)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import torch
 
 from pyelmo.training.config import TrainSection
 from pyelmo.training.start import SOFTMAX_CONTINUED, describe
+
+
+@dataclass
+class TrainResult:
+    """What a finished run produced."""
+
+    out_dir: Path
+    model_dir: Path
+    steps: int
+    tokens: int
+    best_valid_ppl: float | None
+    final_loss: float | None
+    signal: int | None = None  # SIGTERM / SIGINT that stopped the run at a checkpoint (``model/`` not written)
+
 
 #: The command-line flag of each ``[train]`` limit (``pyelmo train --help``).
 _FLAGS = {"max_steps": "--max-steps", "max_epochs": "--max-epochs", "max_minutes": "--max-minutes"}
@@ -27,7 +46,7 @@ def limit_reached(t: TrainSection, step: int) -> str:
 
 
 @dataclass
-class Plan:
+class RunLength:
     """How many steps a run takes at most, and the limit that decides it."""
 
     per_epoch: int  # steps in an epoch (the first epoch's count; later epochs differ by a few)
@@ -35,7 +54,7 @@ class Plan:
     binding: str  # the limit that ends the run first, in words
 
     @classmethod
-    def of(cls, per_epoch: int, t: TrainSection) -> "Plan":
+    def of(cls, per_epoch: int, t: TrainSection) -> "RunLength":
         by_epochs = per_epoch * t.max_epochs
         if t.max_steps and t.max_steps <= by_epochs:
             return cls(per_epoch, t.max_steps, f"{setting('max_steps', t.max_steps)} ends the run "
@@ -47,7 +66,7 @@ class Plan:
 def start_summary(trainer: Any) -> str:
     """The lines ``pyelmo train`` prints before the first step (``trainer``: a ``Trainer``): what is
     trained, on what, and for how long."""
-    model, t, plan = trainer.model, trainer.config.train, trainer.plan
+    model, t, length = trainer.model, trainer.config.train, trainer.run_length
     softmax = model.softmax_weight.numel() + model.softmax_bias.numel()
     total = sum(p.numel() for p in model.parameters())
     source = trainer.source
@@ -65,8 +84,8 @@ def start_summary(trainer: Any) -> str:
         f"in {len(trainer.data.train)} file(s)",
         (f"validation: {len(valid):,} sentences, {valid.n_tokens:,} tokens in {len(trainer.data.valid)} file(s)"
          f"{every}" if valid is not None else "validation: none (no validation files)"),
-        f"plan: {plan.total:,} steps ({plan.per_epoch:,} per epoch, at most {trainer.config.data.batch_tokens:,} "
-        f"padded tokens each); {plan.binding}",
+        f"plan: {length.total:,} steps ({length.per_epoch:,} per epoch, at most {trainer.config.data.batch_tokens:,} "
+        f"padded tokens each); {length.binding}",
     ]
     lines += describe(source, trainer.freeze)
     also = []
@@ -79,6 +98,29 @@ def start_summary(trainer: Any) -> str:
     if trainer.step:
         lines.append(f"resuming at step {trainer.step:,}")
     return "\n".join(lines)
+
+
+class LossWindow:
+    """The summed ``[nll_fwd, nll_bwd, count]`` and the tokens of the steps since the last log line."""
+
+    def __init__(self) -> None:
+        self.sums = torch.zeros(3)
+        self.start, self.tokens = time.perf_counter(), 0
+        self.last_loss: float | None = None
+
+    def add(self, stats: torch.Tensor, tokens: int) -> None:
+        self.sums += stats
+        self.tokens += tokens
+
+    def close(self) -> tuple[float, float, float]:
+        """The window's mean loss and tokens per second, and the time now; a new window starts."""
+        now = time.perf_counter()
+        loss = float((self.sums[0] + self.sums[1]) / (2 * self.sums[2]))
+        rate = self.tokens / max(now - self.start, 1e-9)
+        self.last_loss = loss
+        self.sums.zero_()
+        self.start, self.tokens = now, 0
+        return loss, rate, now
 
 
 class Progress:

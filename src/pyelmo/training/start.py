@@ -21,12 +21,15 @@ import numpy as np
 import torch
 
 from pyelmo.config import ElmoConfig
+from pyelmo.runtime.plan import usable_bf16
 from pyelmo.errors import ConfigError
 from pyelmo.lm.model import LanguageModel
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.lm.text import TokenizedText
 from pyelmo.lm.vocab import DataError, Vocabulary, vocab_from_files
+from pyelmo.training.checkpoints import CHECKPOINT_NAME, load_checkpoint, read_run
 from pyelmo.training.config import TrainConfig
+from pyelmo.training.data import DataFiles
 
 #: ``train.freeze_bilm_steps`` when the config leaves it unset and the softmax is new (docs/TRAINING.md).
 DEFAULT_FREEZE_STEPS = 200
@@ -195,3 +198,34 @@ def starting_point(config: TrainConfig, train_files: Sequence[str], init: InitFr
     vocab = run_vocab()
     return Start(LanguageModel(config.model_config(), len(vocab), dropout=dropout, init_std=config.softmax.init_std),
                  vocab)
+
+
+def prepare_start(config: TrainConfig, train_files: Sequence[str], init: InitFrom | None, run: dict[str, Any] | None,
+                  out: Path, device: torch.device) -> Start:
+    """``starting_point`` checked and on ``device``; ``config.train.freeze_bilm_steps`` resolved (phase 1: the
+    softmax alone for that many steps; kept so in run.json's config)."""
+    start = starting_point(config, train_files, init, run, out)
+    if start.model.vocab_size != len(start.vocab):
+        raise DataError(f"softmax has {start.model.vocab_size} rows but the vocabulary {len(start.vocab)} words")
+    freeze = freeze_steps(config.train.freeze_bilm_steps, start)
+    config.train = dataclasses.replace(config.train, freeze_bilm_steps=freeze)
+    start.model.to(device)
+    if config.train.bf16 and device.type == "cpu":
+        usable_bf16(True)  # warns where the CPU lacks bfloat16 instructions (autocast() then stays float32)
+    return start
+
+
+def open_run(out: Path, data: DataFiles | None, resume: bool, init_from: str | Path | InitFrom | None
+             ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, DataFiles, InitFrom | None]:
+    """A run's checkpoint and run record (None, None for a new run), its data files and its source:
+    what ``out`` recorded when resuming, else what was given."""
+    checkpoint = run = None
+    if resume:
+        checkpoint = load_checkpoint(out / CHECKPOINT_NAME)
+        run = read_run(out)
+        data = data or DataFiles(run["train_files"], run["valid_files"])
+        init_from = run.get("init_from")
+    elif data is None:
+        raise DataError("no training data given")
+    init = InitFrom(str(init_from)) if init_from is not None and not isinstance(init_from, InitFrom) else init_from
+    return checkpoint, run, data, init

@@ -10,45 +10,27 @@ gradient equals that of one process running the whole global batch.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
-from pyelmo.runtime.plan import bf16_supported, usable_bf16
+from pyelmo.runtime.plan import bf16_supported
 from pyelmo.training.config import TrainConfig, config_from_dict
 from pyelmo.lm.model import evaluate
 from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataFiles, DataOrder, resolve_data, shard
-from pyelmo.lm.vocab import DataError
-from pyelmo.fileio import PathLike, write_text_atomic
-from pyelmo.training.checkpoints import (CHECKPOINT_NAME, CURVES_NAME, METRICS_NAME, RUN_NAME,
-                                         CheckpointError, copy_dir_atomic, load_checkpoint, metrics_record_step,
-                                         plot_metrics, read_run, remove_stale_temporaries, save_model_folder,
-                                         torch_save_atomic)
+from pyelmo.fileio import PathLike
+from pyelmo.training.checkpoints import CheckpointError, RunFolder, save_model_folder
 from pyelmo.training.distributed import setup_distributed
-from pyelmo.training.report import Plan, Progress, limit_reached, setting
-from pyelmo.training.start import InitFrom, freeze_steps, init_softmax, starting_point
-from pyelmo.training.step import make_optimizer, training_run_options
+from pyelmo.training.report import LossWindow, Progress, RunLength, TrainResult, limit_reached, setting
+from pyelmo.training.start import InitFrom, init_softmax, open_run, prepare_start
+from pyelmo.training.step import (learning_rate, make_optimizer, phase_model, step_negatives,
+                                  training_run_options)
 from pyelmo.training.stop import StopRequest
-
-@dataclass
-class TrainResult:
-    """What a finished run produced."""
-
-    out_dir: Path
-    model_dir: Path
-    steps: int
-    tokens: int
-    best_valid_ppl: float | None
-    final_loss: float | None
-    signal: int | None = None  # SIGTERM / SIGINT that stopped the run at a checkpoint (``model/`` not written)
 
 
 # -- the trainer ----------------------------------------------------------------------------
@@ -60,48 +42,20 @@ class Trainer:
         self.out = Path(out_dir)
         self.progress = progress
         self.dist = setup_distributed(config.train.device)
-        self.checkpoint: dict[str, Any] | None = None
-        if self.dist.main:
-            for folder in (self.out, self.out / "model", self.out / "best"):
-                remove_stale_temporaries(folder)
-        run = None
-        if resume:
-            self.checkpoint = load_checkpoint(self.out / CHECKPOINT_NAME)
-            run = read_run(self.out)
-            data = data or DataFiles(run["train_files"], run["valid_files"])
-            init_from = run.get("init_from")
-        elif data is None:
-            raise DataError("no training data given")
-        init = InitFrom(str(init_from)) if init_from is not None and not isinstance(init_from, InitFrom) else init_from
+        self.folder = RunFolder(self.out, self.dist.main)
+        self.folder.remove_temporaries()
+        self.checkpoint, run, data, init = open_run(self.out, data, resume, init_from)
         self.config = config
         self.data = data
         self.init_from = init.model if init else None
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
-        start = starting_point(config, data.train, None if resume else init, run, self.out)
+        start = prepare_start(config, data.train, None if resume else init, run, self.out, self.dist.device)
         self.model, self.vocab, self.source = start.model, start.vocab, start.source
-        vocab = self.vocab
-        if self.model.vocab_size != len(vocab):
-            raise DataError(f"softmax has {self.model.vocab_size} rows but the vocabulary {len(vocab)} words")
-        # phase 1: the softmax alone for this many steps (resolved once and kept in run.json's config)
-        self.freeze = freeze_steps(config.train.freeze_bilm_steps, start)
-        config.train = dataclasses.replace(config.train, freeze_bilm_steps=self.freeze)
-        self.model.to(self.dist.device)
-        if config.train.bf16 and self.dist.device.type == "cpu":
-            usable_bf16(True)  # warns where the CPU lacks bfloat16 instructions (autocast() then stays float32)
-
-        max_chars = self.model.bilm.config.char_cnn.max_characters_per_token
-        d = config.data
-        self.train_text = TokenizedText(data.train, vocab, d.max_length, max_chars)
-        self.valid_text = (TokenizedText(data.valid, vocab, d.max_length, max_chars, d.max_valid_sentences)
-                           if data.valid else None)
-        self.min_rows = max(d.min_rows, self.dist.world)
-        self.order = DataOrder(self.train_text.lengths, d.batch_tokens, config.train.seed, self.min_rows,
-                               d.pool_batches)
-        self.plan = Plan.of(len(self.order.epoch_batches(0)), config.train)
-
+        self.freeze = config.train.freeze_bilm_steps  # phase 1: the softmax alone for this many steps
+        self._read_text()
         if start.built_softmax and not resume:
-            init_softmax(self.model, vocab, self.train_text, config.softmax.new_rows)
+            init_softmax(self.model, self.vocab, self.train_text, config.softmax.new_rows)
         self.run_options = training_run_options(config.train.products)
         self.optimizer = make_optimizer(self.model.parameters(), config.optim)
         self.ddp: torch.nn.Module = self.model
@@ -121,16 +75,23 @@ class Trainer:
             self._write_start()
 
     # -- setup -------------------------------------------------------------------------
+    def _read_text(self) -> None:
+        """The training and validation text in the vocabulary, the batch order and the run's length."""
+        max_chars = self.model.bilm.config.char_cnn.max_characters_per_token
+        d = self.config.data
+        self.train_text = TokenizedText(self.data.train, self.vocab, d.max_length, max_chars)
+        self.valid_text = (TokenizedText(self.data.valid, self.vocab, d.max_length, max_chars, d.max_valid_sentences)
+                           if self.data.valid else None)
+        self.min_rows = max(d.min_rows, self.dist.world)
+        self.order = DataOrder(self.train_text.lengths, d.batch_tokens, self.config.train.seed, self.min_rows,
+                               d.pool_batches)
+        self.run_length = RunLength.of(len(self.order.epoch_batches(0)), self.config.train)
+
     def _write_start(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.vocab.save(self.out / "vocab.txt")
         run = {"config": self.config.to_dict(), "train_files": self.data.train, "valid_files": self.data.valid,
                "init_from": self.init_from, "source": self.source, "model_options": self.model.bilm.config.to_options(),
                "world_size": self.dist.world}
-        write_text_atomic(self.out / METRICS_NAME, "")
-        # a step-0 checkpoint before run.json: a run that has a run.json can always be resumed
-        torch_save_atomic(self.state_dict(), self.out / CHECKPOINT_NAME)
-        write_text_atomic(self.out / RUN_NAME, json.dumps(run, indent=2) + "\n")
+        self.folder.start(self.vocab, run, self.state_dict())
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
         try:
@@ -143,11 +104,7 @@ class Trainer:
             torch.set_rng_state(ckpt["rng"]["torch"])
         except (KeyError, RuntimeError, ValueError, TypeError) as exc:
             raise CheckpointError(f"checkpoint does not match this run: {str(exc).splitlines()[0]}") from None
-        if self.dist.main:  # drop metrics logged after the checkpoint
-            path = self.out / METRICS_NAME
-            lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-            kept = [l for l in lines if metrics_record_step(l) <= self.step]
-            write_text_atomic(path, "".join(l + "\n" for l in kept))
+        self.folder.keep_metrics_until(self.step)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: tensors and plain Python values only."""
@@ -159,14 +116,10 @@ class Trainer:
                 "rng": {"torch": torch.get_rng_state()}}
 
     def save_checkpoint(self) -> None:
-        if self.dist.main:
-            torch_save_atomic(self.state_dict(), self.out / CHECKPOINT_NAME)
+        self.folder.save_checkpoint(self.state_dict)
 
-    # -- logging -------------------------------------------------------------------------
     def log(self, record: dict[str, Any]) -> None:
-        if self.dist.main:
-            with open(self.out / METRICS_NAME, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+        self.folder.log(record)
 
     # -- one step --------------------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -175,19 +128,11 @@ class Trainer:
         return contextlib.nullcontext()
 
     def _set_phase(self) -> None:
-        """Phase 1 (``step < train.freeze_bilm_steps``) trains the softmax alone: the biLM's parameters
-        get no gradient, so the optimizer leaves them bit-identical. DDP wraps what each phase trains."""
+        """Phase 1 (``step < train.freeze_bilm_steps``) trains the softmax alone (see ``phase_model``)."""
         frozen = self.step < self.freeze
-        if frozen == self.frozen:
-            return
-        self.frozen = frozen
-        for p in self.model.bilm.parameters():
-            p.requires_grad_(not frozen)
-        if self.dist.world > 1:
-            from torch.nn.parallel import DistributedDataParallel
-
-            ids = [self.dist.device.index] if self.dist.device.type == "cuda" else None
-            self.ddp = DistributedDataParallel(self.model, device_ids=ids)
+        if frozen != self.frozen:
+            self.frozen = frozen
+            self.ddp = phase_model(self.model, frozen, self.dist)
 
     def train_step(self, rows: np.ndarray) -> torch.Tensor:
         """One optimizer step on a global batch; returns the global ``[nll_fwd, nll_bwd, count]``."""
@@ -198,14 +143,9 @@ class Trainer:
         n_global = int(lengths.sum()) + len(rows)  # predictions per direction
         batch = self.train_text.batch(shard(rows, self.dist.rank, self.dist.world))
         dev = self.dist.device
-        neg: tuple = ()
-        if self.config.softmax.negatives:
-            negatives = self.model.sample_negatives(self.config.softmax.negatives,
-                                                    np.random.default_rng([seed, 1, self.step]))
-            neg = (negatives.ids.to(dev), negatives.log_q.to(dev), negatives.num_tries)
+        neg = step_negatives(self.model, self.config.softmax.negatives, seed, self.step, dev)
         o = self.config.optim
-        since = self.step - (self.freeze if self.step >= self.freeze else 0)  # each phase warms up
-        lr = o.lr * min(1.0, (since + 1) / o.warmup_steps) if o.warmup_steps else o.lr
+        lr = learning_rate(o, self.step, self.freeze)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.model.train()
@@ -241,48 +181,15 @@ class Trainer:
 
     def _run(self, request: StopRequest) -> TrainResult:
         t = self.config.train
-        total = self.plan.total
-        bar = Progress(self.progress and self.dist.main, total, min(self.step, total))
+        bar = Progress(self.progress and self.dist.main, self.run_length.total, min(self.step, self.run_length.total))
         start = time.perf_counter() - self.elapsed
-        window = torch.zeros(3)
-        window_start, window_tokens = time.perf_counter(), 0
-        last_loss: float | None = None
+        window = LossWindow()
         stop = bool(t.max_steps) and self.step >= t.max_steps
         while not stop and self.order.epoch < t.max_epochs:
             batches = self.order.epoch_batches(self.order.epoch)
             while self.order.position < len(batches):
-                rows = batches[self.order.position]
-                stats = self.train_step(rows)
-                self.step += 1
-                self.order.position += 1
-                n_tokens = int(self.train_text.lengths[rows].sum())
-                self.tokens += n_tokens
-                window += stats
-                window_tokens += n_tokens
-                bar.step()
-                if self.step % t.log_every == 0 or self.step == total:
-                    now = time.perf_counter()
-                    loss = float((window[0] + window[1]) / (2 * window[2]))
-                    rate = window_tokens / max(now - window_start, 1e-9)
-                    last_loss = loss
-                    self.log({"step": self.step, "epoch": self.order.epoch, "tokens": self.tokens, "loss": loss,
-                              "ppl": math.exp(min(loss, 50)), "tokens_per_s": rate,
-                              "lr": self.optimizer.param_groups[0]["lr"], "elapsed_s": now - start})
-                    bar.training(loss, math.exp(min(loss, 50)), rate)
-                    window.zero_()
-                    window_start, window_tokens = now, 0
-                if t.eval_every and self.step % t.eval_every == 0:
-                    stop = self._evaluate_and_decide() or stop
-                    bar.validation(self.valid_ppl)
-                if t.max_steps and self.step >= t.max_steps:
-                    stop = True
-                if not stop:
-                    late = bool(t.max_minutes) and time.perf_counter() - start > 60 * t.max_minutes
-                    late, received = request.agreed(late, self.dist.all_reduce)
-                    if received is not None:
-                        stop, self.signal, self.stopped = True, int(received), f"stopped by {received.name}"
-                    elif late:
-                        stop, self.stopped = True, f"time limit: {setting('max_minutes', t.max_minutes)} reached"
+                self._take_step(batches[self.order.position], window, bar, start)
+                stop = self._stop_now(request, bar, start)
                 self.elapsed = time.perf_counter() - start
                 if stop:
                     break
@@ -292,12 +199,54 @@ class Trainer:
                 self.order.epoch += 1
                 self.order.position = 0
         bar.close()
+        return self._finish(start, window.last_loss)
+
+    def _take_step(self, rows: np.ndarray, window: LossWindow, bar: Progress, start: float) -> None:
+        """One step on ``rows``, counted, and logged every ``train.log_every`` steps and at the last."""
+        stats = self.train_step(rows)
+        self.step += 1
+        self.order.position += 1
+        n_tokens = int(self.train_text.lengths[rows].sum())
+        self.tokens += n_tokens
+        window.add(stats, n_tokens)
+        bar.step()
+        if self.step % self.config.train.log_every == 0 or self.step == self.run_length.total:
+            loss, rate, now = window.close()
+            self.log({"step": self.step, "epoch": self.order.epoch, "tokens": self.tokens, "loss": loss,
+                      "ppl": math.exp(min(loss, 50)), "tokens_per_s": rate,
+                      "lr": self.optimizer.param_groups[0]["lr"], "elapsed_s": now - start})
+            bar.training(loss, math.exp(min(loss, 50)), rate)
+
+    def _stop_now(self, request: StopRequest, bar: Progress, start: float) -> bool:
+        """Validate when due, then whether the run stops after this step: early stopping, the step limit,
+        the time limit or a signal (every rank agrees)."""
+        t = self.config.train
+        stop = False
+        if t.eval_every and self.step % t.eval_every == 0:
+            stop = self._evaluate_and_decide()
+            bar.validation(self.valid_ppl)
+        if stop or (t.max_steps and self.step >= t.max_steps):
+            return True
+        late = bool(t.max_minutes) and time.perf_counter() - start > 60 * t.max_minutes
+        late, received = request.agreed(late, self.dist.all_reduce)
+        if received is not None:
+            self.signal, self.stopped = int(received), f"stopped by {received.name}"
+            return True
+        if late:
+            self.stopped = f"time limit: {setting('max_minutes', t.max_minutes)} reached"
+            return True
+        return False
+
+    def _finish(self, start: float, last_loss: float | None) -> TrainResult:
+        """A last validation where the last step had none, the checkpoint, and ``model/`` (not after a signal)."""
+        t = self.config.train
         self.stopped = self.stopped or limit_reached(t, self.step)
         if self.signal is None and self.valid_text is not None and (not t.eval_every or self.step % t.eval_every):
             self._evaluate_and_decide()
         self.elapsed = time.perf_counter() - start
         self.save_checkpoint()
-        model_dir = self.out / "model" if self.signal is not None else self._save_final(last_loss)
+        model_dir = (self.out / "model" if self.signal is not None else
+                     self.folder.save_final(self._save_model, t.keep_best and self.best is not None))
         if self.dist.world > 1:
             torch.distributed.barrier()
             if self.dist.initialized_here:
@@ -331,18 +280,6 @@ class Trainer:
                              "init_from": self.init_from, "world_size": self.dist.world,
                              "softmax": ["softmax.weight", "softmax.bias"]}}
         save_model_folder(self.model, self.vocab, directory, meta, self.source)
-
-    def _save_final(self, last_loss: float | None) -> Path:
-        model_dir = self.out / "model"
-        if not self.dist.main:
-            return model_dir
-        best = self.out / "best"
-        if self.config.train.keep_best and self.best is not None and best.is_dir():
-            copy_dir_atomic(best, model_dir)
-        else:
-            self._save_model(model_dir)
-        plot_metrics(self.out / METRICS_NAME, self.out / CURVES_NAME)
-        return model_dir
 
 
 def train(config: TrainConfig | dict, out_dir: PathLike, data_dir: PathLike | None = None,
