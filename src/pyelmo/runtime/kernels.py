@@ -35,7 +35,8 @@ def int8_weights(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     magnitude / 127), two zero columns appended (where :func:`int8_linear`'s inputs carry their range):
     ``(int8 (out, in + 2), float64 scales (out,))``, the numbers :func:`pack_int8` packs."""
     if w.is_meta:
-        raise RuntimeError("this weight is an int8 planned linear's placeholder (only its int8 copy is kept): it cannot be packed again")
+        raise RuntimeError("this weight is an int8 planned linear's placeholder (only its int8 copy is kept): "
+                           "it cannot be packed again")
     w = torch.nn.functional.pad(w.detach().float(), (0, 2))
     scales = (w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127).double()
     with warnings.catch_warnings():  # PyTorch marks its quantized tensors as deprecated; their kernels are the ones here
