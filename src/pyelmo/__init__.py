@@ -22,6 +22,7 @@ _EXPORTS = {
     "ScalarMix": "pyelmo.modeling.mix",
     "Elmo": "pyelmo.embedding.elmo",
     "ElmoEmbedder": "pyelmo.embedding.embedder",
+    "EmbedJob": "pyelmo.embedding.job",
     "load": "pyelmo.modelio.resolve",
     "resolve_model": "pyelmo.modelio.resolve",
     "ResolvedModel": "pyelmo.modelio.resolve",
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyelmo.modeling.characters import batch_to_ids
     from pyelmo.config import ElmoConfig, preset
     from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.embedding.job import EmbedJob
     from pyelmo.errors import PyelmoError
     from pyelmo.embedding.elmo import Elmo
     from pyelmo.modeling.mix import ScalarMix

@@ -186,20 +186,20 @@ def test_version(capsys):
 
 
 def test_an_interrupted_embed_says_how_much_is_kept(tmp_path, monkeypatch, capsys):
-    from pyelmo.embedding import store
+    from pyelmo.embedding import parts, store
 
     text = tmp_path / "in.txt"
     text.write_text("".join(f"the film number {i}\n" for i in range(10)))
     args = ["--options-file", str(OPTIONS), "--weight-file", str(WEIGHTS), "--no-progress"]
     monkeypatch.setattr(store, "SEGMENT_LINES", 4)
-    write = store._Parts.write
+    write = parts.Parts.write
 
     def write_then_stop(self, segment, items):
         if segment == stop_at:
             raise KeyboardInterrupt
         write(self, segment, items)
 
-    monkeypatch.setattr(store._Parts, "write", write_then_stop)
+    monkeypatch.setattr(parts.Parts, "write", write_then_stop)
     for stop_at, kept in ((0, "no part of 4 lines was finished, so nothing is kept"),
                           (2, "2 finished part(s), the vectors of 8 lines, are kept")):
         assert main(["embed", str(text), str(tmp_path / "o.h5"), *args]) == 130

@@ -158,7 +158,7 @@ def test_bad_shard_through_the_api_leaves_nothing(tiny_model, text, tmp_path):
 
 def test_interrupt_says_resume_continues_and_refused_resume_names_the_setting(allennlp_reference, text, tmp_path,
                                                                               monkeypatch, capsys):
-    from pyelmo.embedding import store as embedfile
+    from pyelmo.embedding import parts as embedfile
 
     out = tmp_path / "out.hdf5"
 
@@ -166,7 +166,7 @@ def test_interrupt_says_resume_continues_and_refused_resume_names_the_setting(al
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(embedfile._Parts, "copy_into", interrupted)
+        m.setattr(embedfile.Parts, "copy_into", interrupted)
         assert main(["embed", str(text), str(out), "--no-progress", *_args(allennlp_reference)]) == 130
     err = capsys.readouterr().err
     assert "--resume" in err and ".out.hdf5.parts" in err and not out.exists()
@@ -179,12 +179,12 @@ def test_interrupt_says_resume_continues_and_refused_resume_names_the_setting(al
 def test_resume_refuses_another_execution_plan_in_one_line(allennlp_reference, text, tmp_path, monkeypatch, capsys):
     """The parts of an interrupted int8 run were made under one quantization rule: a resume under another
     (or another precision) would mix them in one file that records only the second."""
-    from pyelmo.embedding import store as embedfile
+    from pyelmo.embedding import parts as embedfile
 
     out = tmp_path / "out.hdf5"
     int8 = ["--precision", "int8", "--int8-min-weight", "0", "--no-progress", *_args(allennlp_reference)]
     with monkeypatch.context() as m:
-        m.setattr(embedfile._Parts, "copy_into", lambda self, filename: (_ for _ in ()).throw(KeyboardInterrupt))
+        m.setattr(embedfile.Parts, "copy_into", lambda self, filename: (_ for _ in ()).throw(KeyboardInterrupt))
         assert main(["embed", str(text), str(out), *int8]) == 130
     capsys.readouterr()
     other_rule = [*int8[:3], "16", *int8[4:]]

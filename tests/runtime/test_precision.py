@@ -107,14 +107,14 @@ def test_one_spelling_in_hdf5_and_the_run_options(allennlp_reference, tmp_path):
 
 def test_resume_reads_a_run_written_with_the_old_spelling(allennlp_reference, tmp_path, monkeypatch, capsys):
     """The manifest of a run interrupted before (precision ``torch.float32``) still resumes."""
-    from pyelmo.embedding import store
+    from pyelmo.embedding import parts
 
     text, out = tmp_path / "in.txt", tmp_path / "out.h5"
     text.write_text("the bank .\nthe river bank .\n")
     args = ["--options-file", str(allennlp_reference.options), "--weight-file", str(allennlp_reference.weights),
             "--no-progress"]
     with monkeypatch.context() as m:
-        m.setattr(store._Parts, "copy_into", lambda self, filename: (_ for _ in ()).throw(KeyboardInterrupt))
+        m.setattr(parts.Parts, "copy_into", lambda self, filename: (_ for _ in ()).throw(KeyboardInterrupt))
         assert main(["embed", str(text), str(out), *args]) == 130
     manifest = tmp_path / ".out.h5.parts" / "run.json"
     run = json.loads(manifest.read_text())

@@ -403,6 +403,7 @@ def test_the_corpus_vectors_are_cached(service, tmp_path):
 
     class Counting:
         calls = 0
+        options = service.embedder.options  # its plan is part of the key
 
         def embed_sentences(self, sentences):
             Counting.calls += 1

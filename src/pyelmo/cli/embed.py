@@ -85,10 +85,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_shard(value: str | None) -> tuple[int, int] | None:
-    """``I/N`` or ``env`` (torchrun's ``RANK``/``WORLD_SIZE``) -> ``(I, N)``."""
+    """``I/N`` or ``env`` (torchrun's ``RANK``/``WORLD_SIZE``) -> ``(I, N)`` (the job checks its range)."""
     import os
 
-    from pyelmo.embedding.store import check_shard
     from pyelmo.errors import InputError
 
     if value is None:
@@ -101,26 +100,28 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
         index, count = (int(part) for part in value.split("/"))
     except ValueError:
         raise InputError(f"--shard must be I/N or env, got {value!r}") from None
-    check_shard(index, count)
     return index, count
+
+
+def embed_job(args: argparse.Namespace):
+    """The :class:`~pyelmo.embedding.job.EmbedJob` of the command line (checked: before the model loads)."""
+    from pyelmo.embedding.job import EmbedJob
+
+    shard = parse_shard(args.shard)
+    output = args.output.replace("{rank}", str(shard[0])) if shard is not None else args.output
+    return EmbedJob(args.input, output, output_format=args.output_format,
+                    pool="mean" if args.sentence_vectors else None, forget_sentences=args.forget_sentences,
+                    use_sentence_keys=args.use_sentence_keys, skip_blank_lines=args.skip_blank_lines,
+                    tokenize=args.tokenize, lang=args.lang, shard=shard, resume=args.resume,
+                    overwrite=args.overwrite, progress=not args.no_progress)
 
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.embedding.embedder import ElmoEmbedder
-    from pyelmo.fileio import check_output_file
     from pyelmo.errors import InputError
 
-    shard = parse_shard(args.shard)
-    if shard is not None:
-        args.output = args.output.replace("{rank}", str(shard[0]))
-    check_output_file(args.output, args.overwrite)  # fail before loading the model
-    if args.lang and not args.tokenize:
-        raise InputError("--lang chooses how --tokenize splits raw text: add --tokenize (without it the lines "
-                         "are split on whitespace)")
-    if args.tokenize:
-        from pyelmo.text.tokenize import check_lang
-
-        check_lang(args.lang or "auto")  # a missing segmenter fails before the model loads
+    job = embed_job(args)
+    job.check_run(args.stateful)  # before the model loads
     if args.threads is not None:
         import torch
 
@@ -131,11 +132,6 @@ def run(args: argparse.Namespace) -> int:
     embedder = ElmoEmbedder(model, weight_file, batch_size=args.batch_size, stateful=args.stateful,
                             device=args.device, max_tokens=args.max_tokens or None,
                             token_cache_size=args.token_cache_size, **plan_settings(args))
-    count = embedder.embed_file(args.input, args.output, output_format=args.output_format,
-                                forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
-                                skip_blank_lines=args.skip_blank_lines, overwrite=args.overwrite,
-                                progress=not args.no_progress, shard=shard, resume=args.resume,
-                                tokenize=args.tokenize, lang=args.lang,
-                                pool="mean" if args.sentence_vectors else None)
-    print(f"wrote {count} sentences to {args.output}")
+    count = embedder.embed_job(job)
+    print(f"wrote {count} sentences to {job.output}")
     return 0

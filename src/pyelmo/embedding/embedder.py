@@ -235,10 +235,18 @@ class ElmoEmbedder:
         joins their files. ``tokenize=True``: the lines are raw text, split by :meth:`tokenize` in
         the language ``lang`` (default ``auto``) instead of on whitespace.
         """
+        from pyelmo.embedding.job import EmbedJob
+
+        return self.embed_job(EmbedJob(input_file, output_file, output_format=output_format, pool=pool,
+                                       batch_size=batch_size, forget_sentences=forget_sentences,
+                                       use_sentence_keys=use_sentence_keys, skip_blank_lines=skip_blank_lines,
+                                       tokenize=tokenize, lang=lang, shard=shard, resume=resume,
+                                       overwrite=overwrite, progress=progress))
+
+    def embed_job(self, job) -> int:
+        """Run an :class:`~pyelmo.embedding.job.EmbedJob` (checked when it was made; see :meth:`embed_file`):
+        the number of sentences written."""
         from pyelmo.embedding.store import write_embeddings
 
-        return write_embeddings(self, input_file, output_file, output_format=output_format, batch_size=batch_size,
-                                forget_sentences=forget_sentences, use_sentence_keys=use_sentence_keys,
-                                skip_blank_lines=skip_blank_lines, overwrite=overwrite, progress=progress,
-                                shard=shard, resume=resume, tokenize=tokenize, lang=lang, pool=pool)
+        return write_embeddings(self, job)
 

@@ -14,25 +14,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import sys
 import warnings
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from pyelmo.text.batching import chunks
-from pyelmo.modeling.bilm import BiLM
-from pyelmo.errors import InputError, PyelmoError
-from pyelmo.fileio import check_output_file, write_text_atomic
-from pyelmo.embedding.pooling import check_pool, mean_pool
+from pyelmo.embedding.job import EmbedJob, is_stream
+from pyelmo.embedding.parts import Parts, run_fingerprint
+from pyelmo.embedding.pooling import mean_pool
 from pyelmo.embedding.sentence_index import SentenceIndexOnDisk
+from pyelmo.errors import InputError, PyelmoError
+from pyelmo.text.batching import chunks
 from pyelmo.text.lines import text_lines
-from pyelmo.modelio.weights import model_fingerprint
-from pyelmo.runtime.precision import spelled
-
-OUTPUT_FORMATS = ("all", "top", "average")
 
 
 class UnsegmentedTextWarning(UserWarning):
@@ -59,99 +54,105 @@ def _whitespace_split_checked() -> Callable[[int, str], list[str]]:
     return split
 
 
-def write_embeddings(embedder, input_file: str | os.PathLike | BinaryIO, output_file: str | os.PathLike,
-                     output_format: str = "all", batch_size: int | None = None, forget_sentences: bool = False,
-                     use_sentence_keys: bool = False, skip_blank_lines: bool = False, overwrite: bool = False,
-                     progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False,
-                     tokenize: bool = False, lang: str | None = None, pool: str | None = None) -> int:
-    """``ElmoEmbedder.embed_file``: embed a file of sentences with ``embedder`` (see there).
+def write_embeddings(embedder, job: EmbedJob) -> int:
+    """Run ``job`` with ``embedder`` (:meth:`ElmoEmbedder.embed_job`): the number of sentences written.
 
     The output's root attributes record how it was made: ``pyelmo_version``, ``output_format``, ``pooling``
     (``mean`` or ``none``), ``precision``, ``stateful``, ``tokenize`` (with it, ``lang``), ``model_sha1`` (the
     weights' fingerprint), ``execution_plan`` (the plan's summary) and ``kernels_used`` (JSON: the kernel each
     product shape ran with).
     """
-    from pyelmo.text.tokenize import check_lang
-
-    if lang is not None and not tokenize:
-        raise InputError("lang chooses how raw text is split: it needs tokenize=True (--tokenize)")
-    lang = (lang or "auto") if tokenize else None
-    if lang is not None:
-        check_lang(lang)  # a missing segmenter fails here, before any work
-    check_pool(pool)
-    if output_format not in OUTPUT_FORMATS:
-        raise InputError(f"output format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
-    output = check_output_file(output_file, overwrite)
-    if shard is not None:
-        check_shard(*shard)
-    if resume and embedder.stateful:
-        raise InputError("--resume cannot continue a --stateful run (the carried LSTM states are not saved)")
-    if resume and (not isinstance(input_file, (str, os.PathLike)) or str(input_file) == "-"):
-        raise InputError("--resume needs an input file, not a stream")
-    settings = {"output_format": output_format, "pooling": pool or "none", "forget_sentences": forget_sentences,
-                "shard": shard, "precision": embedder.options.precision, **_plan_settings(embedder.options),
-                "use_sentence_keys": use_sentence_keys, "skip_blank_lines": skip_blank_lines, "tokenize": tokenize,
-                "lang": lang,
-                "segment_lines": SEGMENT_LINES}  # the parts of an earlier version may be of another size
-    fingerprint = _fingerprint(input_file, embedder.fingerprint, settings)
-    parts = _Parts(output, fingerprint, resume)
-    split = (lambda index, text: embedder.tokenize(text, lang)) if tokenize else _whitespace_split_checked()
-    lines = read_sentences(input_file, skip_blank_lines=skip_blank_lines)
-    if shard is not None:
-        lines = _shard_lines(lines, *shard)
-    sentence_to_index = None if forget_sentences else SentenceIndexOnDisk(parts.dir / "index.tmp")
-    sentence_keys: set[str] = set()  # only with use_sentence_keys (to keep the first of repeated sentences)
-    count = 0
-    bar = None  # made once the first lines are read: an unreadable input gives its error line only
+    job.check_run(embedder.stateful)
+    fingerprint = run_fingerprint(job.input, embedder.fingerprint, _run_settings(embedder, job))
+    parts = Parts(job.output_path, fingerprint, job.resume, SEGMENT_LINES)
+    sentence_to_index = None if job.forget_sentences else SentenceIndexOnDisk(parts.dir / "index.tmp")
+    bar = _LazyBar(job.progress)
     try:
-        for segment, numbered in enumerate(chunks(lines, SEGMENT_LINES)):
-            if bar is None:
-                bar = _progress_bar(progress)
-            kept = []  # (key, index, text) of the lines that get a dataset
-            for index, text in numbered:
-                key = text if use_sentence_keys else str(index)
-                if use_sentence_keys:
-                    if "/" in key or key == ".":
-                        raise InputError(f"line {index + 1}: a sentence with '/' cannot be an HDF5 key; "
-                                         "drop --use-sentence-keys")
-                    if key in sentence_keys:
-                        continue  # a repeated sentence: the first one is kept
-                    sentence_keys.add(key)
-                kept.append((key, index, text))
-                if sentence_to_index is not None:
-                    sentence_to_index.add(text, index)
-            if parts.done(segment):
-                bar.update(len(kept))
-            else:
-                vectors = embedder.embed_sentences([split(index, text) for _, index, text in kept], batch_size)
-                parts.write(segment, ((key, _select(emb, output_format, pool)) for (key, _, _), emb in
-                                      zip(kept, _counted(vectors, bar))))
-            count += len(kept)
-        tmp = parts.dir / "output.tmp"
-        tmp.unlink(missing_ok=True)
-        parts.copy_into(tmp)
-        if sentence_to_index is not None:
-            sentence_to_index.write_to(tmp)
-        _record_provenance(tmp, {"output_format": output_format, "pooling": settings["pooling"],
-                                 "precision": settings["precision"],
-                                 "stateful": embedder.stateful, "tokenize": tokenize,
-                                 **({"lang": lang} if tokenize else {}),
-                                 "model_sha1": fingerprint["model"], **plan_attributes(embedder.options)})
-        os.replace(tmp, output)
-        parts.remove()
+        count = _embed_segments(embedder, job, parts, sentence_to_index, bar)
+        _finish(parts, sentence_to_index, job.output_path, _provenance(embedder, job, fingerprint["model"]))
     except PyelmoError:
         parts.remove()  # bad input: a resumed run would stop at the same place
         raise
     except KeyboardInterrupt:
-        if isinstance(input_file, (str, os.PathLike)) and str(input_file) != "-":
+        if not is_stream(job.input):
             raise KeyboardInterrupt(parts.what_is_kept()) from None
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
         if sentence_to_index is not None:
             sentence_to_index.close()
     return count
+
+
+def _run_settings(embedder, job: EmbedJob) -> dict:
+    """The settings a resumed run must repeat."""
+    return {"output_format": job.output_format, "pooling": job.pool or "none",
+            "forget_sentences": job.forget_sentences, "shard": job.shard,
+            "precision": embedder.options.precision, **_plan_settings(embedder.options),
+            "use_sentence_keys": job.use_sentence_keys, "skip_blank_lines": job.skip_blank_lines,
+            "tokenize": job.tokenize, "lang": job.lang,
+            "segment_lines": SEGMENT_LINES}  # the parts of an earlier version may be of another size
+
+
+def _embed_segments(embedder, job: EmbedJob, parts: Parts, sentence_to_index, bar: "_LazyBar") -> int:
+    """Embed the input segment by segment into ``parts`` (skipping the finished ones): the sentences kept."""
+    split = (lambda index, text: embedder.tokenize(text, job.lang)) if job.tokenize else _whitespace_split_checked()
+    lines = read_sentences(job.input, skip_blank_lines=job.skip_blank_lines)
+    if job.shard is not None:
+        lines = _shard_lines(lines, *job.shard)
+    sentence_keys: set[str] = set()  # only with use_sentence_keys (to keep the first of repeated sentences)
+    count = 0
+    for segment, numbered in enumerate(chunks(lines, SEGMENT_LINES)):
+        progress = bar.get()  # made once the first lines are read: an unreadable input gives its error line only
+        kept = _kept_lines(numbered, job.use_sentence_keys, sentence_keys, sentence_to_index)
+        if parts.done(segment):
+            progress.update(len(kept))
+        else:
+            vectors = embedder.embed_sentences([split(index, text) for _, index, text in kept], job.batch_size)
+            parts.write(segment, ((key, _select(emb, job.output_format, job.pool)) for (key, _, _), emb in
+                                  zip(kept, _counted(vectors, progress))))
+        count += len(kept)
+    return count
+
+
+def _kept_lines(numbered, use_sentence_keys: bool, sentence_keys: set[str],
+                sentence_to_index) -> list[tuple[str, int, str]]:
+    """``(key, index, text)`` of the lines of a segment that get a dataset (added to ``sentence_to_index``)."""
+    kept = []
+    for index, text in numbered:
+        key = text if use_sentence_keys else str(index)
+        if use_sentence_keys:
+            if "/" in key or key == ".":
+                raise InputError(f"line {index + 1}: a sentence with '/' cannot be an HDF5 key; "
+                                 "drop --use-sentence-keys")
+            if key in sentence_keys:
+                continue  # a repeated sentence: the first one is kept
+            sentence_keys.add(key)
+        kept.append((key, index, text))
+        if sentence_to_index is not None:
+            sentence_to_index.add(text, index)
+    return kept
+
+
+def _finish(parts: Parts, sentence_to_index, output: Path, provenance: dict) -> None:
+    """Join the parts (and the sentence index) into ``output``, which appears complete or not at all."""
+    tmp = parts.dir / "output.tmp"
+    tmp.unlink(missing_ok=True)
+    parts.copy_into(tmp)
+    if sentence_to_index is not None:
+        sentence_to_index.write_to(tmp)
+    _record_provenance(tmp, provenance)
+    os.replace(tmp, output)
+    parts.remove()
+
+
+def _provenance(embedder, job: EmbedJob, model: str) -> dict:
+    """The output's attributes saying how it was made (besides ``pyelmo_version``)."""
+    return {"output_format": job.output_format, "pooling": job.pool or "none",
+            "precision": embedder.options.precision,
+            "stateful": embedder.stateful, "tokenize": job.tokenize,
+            **({"lang": job.lang} if job.tokenize else {}),
+            "model_sha1": model, **plan_attributes(embedder.options)}
 
 
 def plan_attributes(options) -> dict[str, str]:
@@ -181,11 +182,24 @@ def _record_provenance(filename: Path, attributes: dict) -> None:
         f.attrs.update({"pyelmo_version": version, **attributes})
 
 
-def _progress_bar(enabled: bool):
-    """A bar counting sentences (and tokens, in its postfix) as their vectors are computed."""
-    from tqdm import tqdm
+class _LazyBar:
+    """A bar counting sentences (and tokens, in its postfix) as their vectors are computed, made on first use."""
 
-    return tqdm(desc="embedding", unit=" sentences", disable=not enabled, file=sys.stderr, dynamic_ncols=True)
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar = None
+
+    def get(self):
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(desc="embedding", unit=" sentences", disable=not self.enabled, file=sys.stderr,
+                            dynamic_ncols=True)
+        return self.bar
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _counted(vectors: Iterable[np.ndarray], bar) -> Iterator[np.ndarray]:
@@ -213,109 +227,8 @@ def _select(emb: np.ndarray, output_format: str, pool: str | None = None) -> np.
     return mean_pool(emb) if pool else emb.astype(np.float32, copy=False)
 
 
-def _fingerprint(input_file, model: str, settings: dict) -> dict:
-    """What must match for a resumed run to continue an earlier one."""
-    source: dict = {"stream": True}
-    if isinstance(input_file, (str, os.PathLike)) and str(input_file) != "-" and Path(input_file).is_file():
-        stat = Path(input_file).stat()
-        source = {"path": str(Path(input_file).resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-    return {"input": source, "settings": settings, "model": model}
-
-
-def check_shard(index: int, count: int) -> None:
-    """A shard ``index/count`` must have ``0 <= index < count``."""
-    if not 0 <= index < count:
-        raise InputError(f"shard I/N needs 0 <= I < N, got {index}/{count}")
-
-
 def _shard_lines(lines: Iterator[tuple[int, str]], index: int, count: int) -> Iterator[tuple[int, str]]:
     return ((i, text) for i, text in lines if i % count == index)
-
-
-def _difference(earlier, now: dict) -> str:
-    """What differs between an interrupted run's fingerprint and this run's, in words."""
-    if not isinstance(earlier, dict):
-        return "its manifest is unreadable"
-    if earlier.get("input") != now["input"]:
-        return "the interrupted run read another input (the file changed since, or is another one)"
-    if earlier.get("model") != now["model"]:
-        return "the interrupted run used another model"
-    settings = earlier.get("settings") if isinstance(earlier.get("settings"), dict) else {}
-    changed = [f"{key} was {settings.get(key)!r}, now {value!r}" for key, value in now["settings"].items()
-               if settings.get(key) != value]
-    return "the interrupted run used other settings: " + "; ".join(changed) if changed else "the runs differ"
-
-
-class _Parts:
-    """The finished segments of one ``embed_file`` run, kept in ``.OUTPUT.parts/`` for --resume."""
-
-    def __init__(self, output: Path, fingerprint: dict, resume: bool) -> None:
-        self.dir = output.with_name(f".{output.name}.parts")
-        manifest = self.dir / "run.json"
-        fingerprint = json.loads(json.dumps(fingerprint))  # as it reads back from the manifest
-        if resume:
-            if not manifest.is_file():
-                raise InputError(f"nothing to resume: no interrupted run of {output} ({self.dir.name}/ is missing)")
-            try:
-                earlier = json.loads(manifest.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                earlier = None
-            if isinstance(earlier, dict) and isinstance(earlier.get("settings"), dict):  # an older "torch.float32"
-                earlier["settings"]["precision"] = spelled(earlier["settings"].get("precision"))
-            if earlier != fingerprint:
-                raise InputError(f"cannot resume {output}: {_difference(earlier, fingerprint)} "
-                                 "(run without --resume to start over)")
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir.mkdir()
-            write_text_atomic(manifest, json.dumps(fingerprint))
-        self.completed = {int(p.stem.split("-")[1]) for p in self.dir.glob("part-*.h5")}
-
-    def _path(self, segment: int) -> Path:
-        return self.dir / f"part-{segment:08d}.h5"
-
-    def done(self, segment: int) -> bool:
-        return segment in self.completed
-
-    def write(self, segment: int, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        import h5py
-
-        tmp = self.dir / f"part-{segment:08d}.tmp"
-        with h5py.File(tmp, "w") as part:
-            for key, array in items:
-                part.create_dataset(key, data=array)
-        os.replace(tmp, self._path(segment))
-        self.completed.add(segment)
-
-    def copy_into(self, filename: Path) -> None:
-        """Copy every segment's datasets into the HDF5 file ``filename`` (created if needed).
-
-        The file is reopened for each segment: an open file's metadata cache grows with its
-        number of datasets, a reopened one starts empty (flat memory, and faster here)."""
-        import h5py
-
-        h5py.File(filename, "a").close()
-        for segment in sorted(self.completed):
-            with h5py.File(filename, "a") as out, h5py.File(self._path(segment), "r") as part:
-                for key in part:
-                    part.copy(key, out)
-
-    def remove(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def what_is_kept(self) -> str:
-        """What an interrupted run leaves for --resume, counted."""
-        import h5py
-
-        if not self.completed:
-            return (f"no part of {SEGMENT_LINES} lines was finished, so nothing is kept (the same command with "
-                    f"--resume starts from the first line)")
-        lines = 0
-        for segment in self.completed:
-            with h5py.File(self._path(segment), "r") as part:
-                lines += len(part)
-        return (f"{len(self.completed)} finished part(s), the vectors of {lines} lines, are kept in {self.dir}; "
-                f"the same command with --resume continues from them")
 
 
 def read_sentences(source: str | os.PathLike | BinaryIO, skip_blank_lines: bool = False) -> Iterator[tuple[int, str]]:

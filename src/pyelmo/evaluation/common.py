@@ -1,15 +1,13 @@
-"""Shared pieces of the evaluations: data locations, tokenization, atomic output, vector cache.
+"""Shared pieces of the evaluations: data locations, tokenization, contextual vectors (cached).
 
-Contextual vectors are computed once per (model weights, sentences, positions) and kept in
-an ``.npz`` cache (float16, loaded without pickle), so a second run of an evaluation is fast.
+Contextual vectors are computed once per (model weights, plan, sentences, positions) and kept in
+the vector cache (:mod:`pyelmo.embedding.vector_cache`, float16), so a second run of an evaluation is fast.
 The first run uses the same float16-rounded values as later runs, so results do not depend
 on whether the cache was warm.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -18,12 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from pyelmo.errors import PyelmoError
-from pyelmo.fileio import atomic_writer
 from pyelmo.paths import user_cache_dir
-from pyelmo.modelio.weights import model_fingerprint
-
-#: Bumped whenever the cached vector layout or its computation changes.
-CACHE_VERSION = "pyelmo-eval-vectors-1"
 
 
 class EvaluationError(PyelmoError):
@@ -66,12 +59,6 @@ def tokenize(text: str) -> list[str]:
     return corpus_tokenize(text)
 
 
-# --------------------------------------------------------------------------- atomic output
-
-
-# --------------------------------------------------------------------------- model identity
-
-
 # --------------------------------------------------------------------------- contextual vectors
 
 
@@ -84,8 +71,8 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
     with it). ``positions[i]`` lists the token indices wanted from sentence ``i`` (all tokens when
     ``positions`` is None); rows follow sentence order, then position order. Sentences are
     embedded statelessly (each starts from zero LSTM states). With ``cache_dir`` the result
-    is stored in / read from ``cache_dir/<tag>-<hash>.npz``, keyed by the model fingerprint
-    and the exact sentences and positions.
+    is stored in / read from ``cache_dir/<tag>-<key>.npz`` (:class:`~pyelmo.embedding.vector_cache.VectorCache`:
+    the model fingerprint, the plan's vectors key, ``tag`` and the exact sentences and positions).
     """
     from tqdm import tqdm
 
@@ -107,15 +94,14 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
 
     cache_file = None
     if cache_dir is not None:
-        fingerprint = fingerprint or embedder.fingerprint
-        h = hashlib.sha1(CACHE_VERSION.encode())
-        h.update(fingerprint.encode())
-        h.update(embedder.options.plan.vectors_key.encode())
-        h.update(json.dumps([[list(s) for s in sentences], positions], ensure_ascii=False).encode("utf-8"))
-        cache_file = Path(cache_dir) / f"{tag}-{h.hexdigest()[:20]}.npz"
-        cached = _read_cache(cache_file, (n_layers, n_rows, dim))
-        if cached is not None:
-            return cached
+        from pyelmo.embedding.vector_cache import VectorCache, plan_vectors_key
+
+        cache = VectorCache(cache_dir)
+        cache_file = cache.entry(fingerprint or embedder.fingerprint, plan_vectors_key(embedder.options.plan), tag,
+                                 [[list(s) for s in sentences], positions])
+        cached = cache.load(cache_file, ("vectors",))
+        if cached is not None and cached["vectors"].shape == (n_layers, n_rows, dim):
+            return cached["vectors"].astype(np.float32)
 
     out = np.zeros((n_layers, n_rows, dim), dtype=np.float16)
     row = 0
@@ -128,20 +114,5 @@ def token_vectors(model, sentences: Sequence[Sequence[str]], positions: Sequence
                 row += len(pos)
             bar.update(1)
     if cache_file is not None:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_writer(cache_file) as tmp, open(tmp, "wb") as fh:
-            np.savez(fh, vectors=out)
+        cache.save(cache_file, vectors=out)
     return out.astype(np.float32)
-
-
-def _read_cache(path: Path, shape: tuple[int, int, int]) -> np.ndarray | None:
-    if not path.exists():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arr = data["vectors"]
-    except (OSError, ValueError, KeyError):
-        return None  # unreadable or stale: recompute and overwrite
-    if arr.shape != shape:
-        return None
-    return arr.astype(np.float32)

@@ -4,15 +4,13 @@ About 290 short sentences (``data/sample_corpus.tsv``): the nearest-sense test s
 the demo's "bank" contexts and more written for pyelmo, each using one of 16 ambiguous
 words in one of two senses. A server tokenizing Chinese (``--lang zh``) has 80 Chinese ones
 as well (``data/sample_corpus_zh.tsv``: 8 words such as 苹果, two senses each, segmented as
-jieba segments them), so that the Chinese page's words have their contexts. Every token's vectors are computed once per model and kept
-in ``user_cache_dir("serve")`` as an ``.npz`` keyed by the model fingerprint and the
-corpus text, so a restart with the same model reads them back instead of recomputing.
+jieba segments them), so that the Chinese page's words have their contexts. Every token's vectors are computed once per model and plan and kept
+in ``user_cache_dir("serve")`` (:class:`~pyelmo.embedding.vector_cache.VectorCache`, keyed by the model
+fingerprint, the plan's vectors key and the corpus's tokens), so a restart with the same model reads them back.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -20,14 +18,10 @@ from typing import Sequence
 
 import numpy as np
 
-from pyelmo.fileio import write_bytes_atomic
+from pyelmo.embedding.vector_cache import VectorCache, plan_vectors_key
 from pyelmo.paths import user_cache_dir
 from pyelmo.evaluation.demo import separation_of
 from pyelmo.evaluation.senses import SenseExample, read_sense_examples
-
-#: Bumped whenever the cached layout changes.
-CACHE_VERSION = "pyelmo-serve-neighbours-1"
-
 
 def default_cache_dir() -> Path:
     """``$PYELMO_SERVE_CACHE`` or ``~/.cache/pyelmo/serve``."""
@@ -74,24 +68,16 @@ class SampleCorpus:
         from the cache, or compute (and cache) them."""
         paths = [Path(path)] if path is not None else sample_corpus_paths(lang)
         examples = [e for p in paths for e in read_sense_examples(p)]
-        key = hashlib.sha1(CACHE_VERSION.encode())
-        key.update(fingerprint.encode())
-        for p in paths:
-            key.update(p.read_bytes())
-        cache_file = Path(cache_dir if cache_dir is not None else default_cache_dir()) / \
-            f"neighbours-{key.hexdigest()[:20]}.npz"
         n_tokens = sum(len(e.tokens) for e in examples)
-        vectors = _read_cache(cache_file, n_tokens)
-        if vectors is None:
+        cache = VectorCache(cache_dir if cache_dir is not None else default_cache_dir())
+        cache_file = cache.entry(fingerprint, plan_vectors_key(embedder.options.plan), "neighbours",
+                                 [list(e.tokens) for e in examples])
+        stored = cache.load(cache_file, ("vectors",))
+        vectors = stored["vectors"] if stored is not None else None
+        if vectors is None or vectors.ndim != 3 or vectors.shape[1] != n_tokens or vectors.dtype != np.float32:
             outputs = embedder.embed_sentences([list(e.tokens) for e in examples])
             vectors = np.concatenate(list(outputs), axis=1).astype(np.float32)
-            try:
-                cache_file.parent.mkdir(parents=True, exist_ok=True)
-                buffer = io.BytesIO()
-                np.savez(buffer, vectors=vectors)
-                write_bytes_atomic(cache_file, buffer.getvalue())
-            except OSError:
-                pass  # an unwritable cache only costs the recomputation next time
+            cache.save(cache_file, vectors=vectors)  # an unwritable cache only costs the recomputation next time
         return cls(examples, vectors)
 
     @property
@@ -156,14 +142,3 @@ class SampleCorpus:
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
-
-
-def _read_cache(path: Path, n_tokens: int) -> np.ndarray | None:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            vectors = data["vectors"]
-    except Exception:  # missing, truncated or foreign file: recompute
-        return None
-    if vectors.ndim != 3 or vectors.shape[1] != n_tokens or vectors.dtype != np.float32:
-        return None
-    return vectors

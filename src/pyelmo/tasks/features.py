@@ -13,8 +13,6 @@ tokens as with ``context="line"``, where the biLM runs on the whole example at o
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ import numpy as np
 import torch
 
 from pyelmo.corpus.sentences import sentence_spans
+from pyelmo.embedding.vector_cache import VectorCache, plan_vectors_key
 from pyelmo.tasks import CONTEXTS
 from pyelmo.tasks.data import Example
 from pyelmo.tasks.static import StaticVectors, token_rows
@@ -58,7 +57,7 @@ class LayerCache:
 
     def add(self, sentences: Sequence[Sequence[str]], desc: str = "biLM layers") -> None:
         """Compute the layers of the sentences not yet cached (with ``cache_dir``: read them from
-        ``cache_dir/layers-<hash>.npz`` when an earlier run stored the same sentences, else store them there)."""
+        ``cache_dir/layers-<key>.npz`` (:class:`~pyelmo.embedding.vector_cache.VectorCache`) when an earlier run stored the same sentences, else store them there)."""
         pieces = [p for s in sentences for p in self._pieces(s)]
         distinct = list(dict.fromkeys(pieces))
         todo = [p for p in distinct if p not in self.layers]
@@ -70,39 +69,24 @@ class LayerCache:
             within = f" of {len(sentences)} examples" if len(sentences) != len(pieces) else ""
             desc += f" ({len(todo)} of {len(pieces)} sentences{within}; skipped: {', '.join(skipped)})"
         disk = self._disk_path(todo) if self.cache_dir is not None else None
-        if disk is not None and disk.is_file():
-            try:
-                with np.load(disk, allow_pickle=False) as f:
-                    flat, lengths = f["layers"], f["lengths"]
-                if len(lengths) == len(todo) and lengths.tolist() == [len(s) for s in todo]:
-                    offsets = np.concatenate([[0], np.cumsum(lengths)])
-                    for i, sent in enumerate(todo):
-                        self.layers[sent] = flat[:, offsets[i]:offsets[i + 1]]
-                    return
-            except (OSError, ValueError, KeyError):
-                pass  # unreadable: recompute and overwrite
+        stored = VectorCache.load(disk, ("layers", "lengths")) if disk is not None else None
+        if stored is not None and stored["lengths"].tolist() == [len(s) for s in todo]:
+            offsets = np.concatenate([[0], np.cumsum(stored["lengths"])])
+            for i, sent in enumerate(todo):
+                self.layers[sent] = stored["layers"][:, offsets[i]:offsets[i + 1]]
+            return
         self._compute(todo, desc)
         if disk is not None:
-            from pyelmo.fileio import atomic_writer
-
-            disk.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_writer(disk) as tmp, open(tmp, "wb") as fh:
-                np.savez(fh, layers=np.concatenate([self.layers[s] for s in todo], axis=1),
-                         lengths=np.array([len(s) for s in todo]))
+            VectorCache.save(disk, layers=np.concatenate([self.layers[s] for s in todo], axis=1),
+                             lengths=np.array([len(s) for s in todo]))
 
     def _disk_path(self, todo: list[tuple[str, ...]]) -> Path:
         if self.fingerprint is None:
             from pyelmo.modelio.weights import model_fingerprint
 
             self.fingerprint = model_fingerprint(self.bilm)
-        key = f"{self.fingerprint}:{np.dtype(self.dtype).name}"
-        if self.context != "line":  # the line context keeps the keys of the caches made before contexts
-            key += f":{self.context}:{self.max_tokens}"
-        if self.plan is not None:
-            key = self.plan.cache_key(key)
-        h = hashlib.sha1(key.encode())
-        h.update(json.dumps(todo, ensure_ascii=False).encode("utf-8"))
-        return self.cache_dir / f"layers-{h.hexdigest()[:24]}.npz"  # type: ignore[operator]
+        what = f"layers:{np.dtype(self.dtype).name}:{self.context}:{self.max_tokens}"
+        return VectorCache(self.cache_dir).entry(self.fingerprint, plan_vectors_key(self.plan), what, todo)
 
     def _compute(self, todo: list[tuple[str, ...]], desc: str) -> None:
         from tqdm import tqdm
