@@ -14,7 +14,7 @@ from pyelmo.cli import main
 from pyelmo.embedding.job import EmbedJob
 from pyelmo.errors import InputError
 
-REF = Path(__file__).parent / "fixtures" / "reference" / "allennlp"
+REF = Path(__file__).parents[1] / "fixtures" / "reference" / "allennlp"
 MODEL = ["--options-file", str(REF / "options.json"), "--weight-file", str(REF / "lm_weights.hdf5"), "--no-progress"]
 
 
