@@ -13,7 +13,7 @@
    loss is finite and falling.
 
 Prints one line per measurement and writes all of it as JSON (``--out``). ``--device cpu``
-runs the same code without a GPU (``tests/test_gpu_check.py``). Needs ``h5py``, ``numpy`` and
+runs the same code without a GPU (``tests/project/test_gpu_check.py``). Needs ``h5py``, ``numpy`` and
 ``safetensors`` (in the device image); run from the repository root.
 """
 

@@ -3,7 +3,7 @@
 ``run_server`` serves the app under uvicorn until SIGTERM or Ctrl-C, then finishes the
 requests in flight and returns. ``start_server`` / ``stop_server`` run ``pyelmo serve`` in a
 child process on 127.0.0.1, for scripts, benchmarks and tests that drive a real server
-(``benchmarks/serve_load.py``, ``tests/test_serve_process.py``).
+(``benchmarks/serve_load.py``, ``tests/serve/test_serve_process.py``).
 """
 
 from __future__ import annotations
