@@ -8,8 +8,7 @@
 Each has ``prepare(w)``, ``product(x, prepared, bias)`` (its own result precision), ``run`` (float32, into
 ``out``) and ``addmm_`` (``acc += x W^T``). Which kernel runs which product is the execution plan's
 (:class:`pyelmo.runtime.products.Products`); the planned linears (:mod:`pyelmo.runtime.linear`) run them
-on their prepared weights. A new kernel is a new class here and its name in
-:meth:`pyelmo.runtime.products.Products.kernels`.
+on their prepared weights. A new kernel is a new class here and its entry in :data:`KERNEL_CLASSES`.
 """
 
 from __future__ import annotations
@@ -17,6 +16,8 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from typing import Callable
+
 import torch
 
 
@@ -173,3 +174,14 @@ class Int8(Kernel):
 
     def addmm_(self, acc, x, prepared):
         return int8_linear(x, prepared, self.reduce_range, out=acc, accumulate=True)
+
+
+#: The kernels by name, each made for a path's precision (``dtype``: ``None`` exact float32, or
+#: ``torch.bfloat16``; ``reduce_range``: the int8 engine's 7-bit inputs), as
+#: :meth:`pyelmo.runtime.products.Products.kernels` makes them.
+KERNEL_CLASSES: dict[str, Callable[[torch.dtype | None, bool], Kernel]] = {
+    "mm": lambda dtype, reduce_range: TorchMM(dtype),
+    "mm_t": lambda dtype, reduce_range: TorchMM(dtype, copy=True),
+    "onednn": lambda dtype, reduce_range: OneDNN(dtype),
+    "int8": lambda dtype, reduce_range: Int8(reduce_range),
+}

@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 from pyelmo.runtime import autotune
-from pyelmo.runtime.kernels import Int8, Kernel, OneDNN, TorchMM
+from pyelmo.runtime.kernels import KERNEL_CLASSES, Kernel
 from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # noqa: F401 (their old home)
 from pyelmo.runtime.plan import KERNELS, ExecutionPlan, int8_engine, row_class
 from pyelmo.runtime.precision import DEFAULT
@@ -120,8 +120,7 @@ class Products:
     @functools.cached_property
     def kernels(self) -> dict[str, Kernel]:
         """The kernels by name, in this path's precision (:mod:`pyelmo.runtime.kernels`)."""
-        return {"mm": TorchMM(self.dtype), "mm_t": TorchMM(self.dtype, copy=True), "onednn": OneDNN(self.dtype),
-                "int8": Int8(self.int8_reduce_range)}
+        return {name: make(self.dtype, self.int8_reduce_range) for name, make in KERNEL_CLASSES.items()}
 
     def prepare(self, w: torch.Tensor, kernel: str) -> object:
         """``w`` as ``kernel`` takes it, in this path's precision. Not kept: see :meth:`weight`."""
