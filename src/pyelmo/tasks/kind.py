@@ -47,7 +47,7 @@ class TaskKind:
     predict_help: str = ""     # what 'pyelmo task predict' reads and writes for it
     extension: str = ""        # the usual extension of its data files
     context: str = "line"      # what the biLM reads of an example by default (--bilm-context)
-    defaults: dict = {}        # unset TrainOptions (hidden, batch_size, lr, dropout)
+    defaults: dict = {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2}  # unset TrainOptions
     model_switches: dict = {}  # ModelConfig fields the kind always sets
     options: tuple[KindOption, ...] = ()  # its own options of 'pyelmo task train'
 

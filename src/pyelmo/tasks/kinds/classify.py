@@ -16,7 +16,6 @@ class Classify(TaskKind):
                    "          (text tokenized with pyelmo's tokenizer; --pretokenized: split on whitespace).")
     predict_help = ("classify: INPUT has one text per line (a label<TAB> column, if any, is ignored; blank lines "
                     "are skipped); OUTPUT gets label<TAB>probability<TAB>text per text, the text as in INPUT.")
-    defaults = {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2}
     options = (KindOption("--pretokenized", "pretokenized", "the text is already tokenized (split on whitespace)"),)
 
     def read(self, path, pretokenized=False, labelled=True) -> list:

@@ -16,7 +16,6 @@ class Tag(TaskKind):
                    "          column), a blank line between sentences, -DOCSTART- lines skipped.")
     predict_help = ("tag: INPUT is CoNLL style (the first column is the token); OUTPUT is the input with the "
                     "predicted tag appended as the last column.")
-    defaults = {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2}
     unit_names = ("token has the tag", "tokens have")
 
     def read(self, path, pretokenized=False, labelled=True) -> list:
