@@ -200,8 +200,9 @@ def load_native_tensors(directory: PathLike) -> dict[str, torch.Tensor]:
         raise WeightFileError(f"{path} is not a valid safetensors file ({exc})") from None
 
 
-def load_native_state(model: BiLM, tensors: dict[str, torch.Tensor], directory: PathLike) -> None:
-    """Load ``model``'s weights from a native file's ``tensors``, checking names, shapes and values."""
+def load_native_state(model: BiLM, tensors: dict[str, torch.Tensor], directory: PathLike, assign: bool = False) -> None:
+    """Load ``model``'s weights from a native file's ``tensors``, checking names, shapes and values
+    (``assign``: the tensors become the parameters, for a model built on the ``meta`` device)."""
     expected = model.state_dict()
     for name, target in expected.items():
         if name not in tensors:
@@ -213,7 +214,7 @@ def load_native_state(model: BiLM, tensors: dict[str, torch.Tensor], directory: 
             )
         if not torch.isfinite(tensors[name]).all():
             raise WeightFileError(f"{directory}: tensor {name!r} holds NaN or infinite values")
-    model.load_state_dict({k: tensors[k].float() for k in expected}, strict=True)
+    model.load_state_dict({k: tensors[k].float() for k in expected}, strict=True, assign=assign)
 
 
 def config_from_options(options: dict, source: PathLike) -> ElmoConfig:
@@ -231,8 +232,11 @@ def native_model_config(directory: PathLike) -> ElmoConfig:
 
 def from_pretrained(directory: PathLike) -> BiLM:
     """Load a ``BiLM`` saved by ``save_pretrained``."""
-    model = BiLM(native_model_config(directory))
-    load_native_state(model, load_native_tensors(directory), directory)
+    config = native_model_config(directory)
+    tensors = load_native_tensors(directory)
+    with torch.device("meta"):  # no random initialisation: every parameter is loaded
+        model = BiLM(config)
+    load_native_state(model, tensors, directory, assign=True)
     return model.eval()
 
 
