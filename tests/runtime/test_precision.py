@@ -90,8 +90,8 @@ def test_old_spellings_read_as_the_one_spelling():
 def test_cache_parts_as_before():
     assert precision.FLOAT32.cache_part(5) == "" and precision.BFLOAT16.cache_part(5) == "bfloat16"
     assert precision.INT8.cache_part(5) == "int8:5"
-    assert ExecutionPlan.for_machine(precision="int8", int8_min_weight=7).cache_key("sha") == "sha:int8:7"
-    assert ExecutionPlan.for_machine().cache_key("sha") == "sha"
+    assert ExecutionPlan.for_machine(precision="int8", int8_min_weight=7).vectors_key == "int8:7"
+    assert ExecutionPlan.for_machine().vectors_key == ""
 
 
 def test_one_spelling_in_hdf5_and_the_run_options(allennlp_reference, tmp_path):

@@ -169,11 +169,6 @@ class ExecutionPlan:
         the exact mode, else the precision (and int8's rule), for the keys of stored vectors."""
         return self.spec.cache_part(self.int8_min_weight)
 
-    def cache_key(self, base: str) -> str:
-        """``base`` (a key of stored vectors: the model's fingerprint, ...) with :attr:`vectors_key` added;
-        the exact mode's is ``base`` itself, as before precisions existed."""
-        return f"{base}:{self.vectors_key}" if self.vectors_key else base
-
     def summary(self) -> str:
         """One line: what the plan is and what it was decided from (recorded in output files)."""
         spec = self.spec

@@ -53,8 +53,7 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
     embedder = ElmoEmbedder(source, precision=precision, int8_min_weight=int8_min_weight)
     fingerprint = embedder.fingerprint
     predictor = _load_predictor(source, embedder)
-    corpus = SampleCorpus.load(embedder, embedder.options.plan.cache_key(fingerprint), cache_dir,  # each precision apart
-                               lang=lang)
+    corpus = SampleCorpus.load(embedder, fingerprint, cache_dir, lang=lang)  # keyed by the plan too (vector_cache)
     config = embedder.model.config
     info = {
         "id": fingerprint[:12],
