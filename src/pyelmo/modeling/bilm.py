@@ -41,8 +41,9 @@ def add_sentence_boundaries(char_ids: torch.Tensor, lengths: torch.Tensor) -> to
     batch, steps, n_chars = char_ids.shape
     out = char_ids.new_zeros(batch, steps + 2, n_chars)
     out[:, 1:-1] = char_ids
-    out[:, 0] = torch.tensor(bos_ids(n_chars), dtype=char_ids.dtype)
-    out[torch.arange(batch), lengths + 1] = torch.tensor(eos_ids(n_chars), dtype=char_ids.dtype)
+    out[:, 0] = torch.tensor(bos_ids(n_chars), dtype=char_ids.dtype, device=char_ids.device)
+    out[torch.arange(batch, device=char_ids.device), lengths + 1] = torch.tensor(
+        eos_ids(n_chars), dtype=char_ids.dtype, device=char_ids.device)
     return out
 
 
