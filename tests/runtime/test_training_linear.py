@@ -223,3 +223,18 @@ def test_padding_positions_are_not_encoded(products, monkeypatch):
     assert (fused[:, 1, 1:] == 0).all()  # padding positions stay zero
     for got, expected in zip(fused_grads, plain_grads):
         assert (got - expected).abs().max() < 1e-5
+
+
+def test_a_trained_linear_is_the_differentiable_products_choice_only():
+    from pyelmo.runtime.linear import swap_linears
+    from pyelmo.runtime.plan import ExecutionPlan
+    from pyelmo.runtime.products import Products
+
+    with pytest.raises(ValueError, match="not a plan's"):
+        Products(ExecutionPlan(), trained_linear=PrepackedTrainingLinear)
+    with pytest.raises(ValueError, match="have none"):
+        swap_linears(torch.nn.Linear(3, 2), PLAIN)
+    layer = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    weight = layer[0].weight
+    swap_linears(layer, Products(trained_linear=PrepackedTrainingLinear))
+    assert type(layer[0]) is PrepackedTrainingLinear and layer[0].weight is weight
