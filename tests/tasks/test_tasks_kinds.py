@@ -28,6 +28,20 @@ def test_the_registry_holds_one_kind_per_module_of_tasks_kinds():
         task_kind("regress")
 
 
+def test_a_kinds_count_of_a_data_file_is_the_examples_it_reads(data, tmp_path):  # noqa: F811
+    """'pyelmo task data build's manifest counts examples with the kind's own rule, by its own extension."""
+    import json
+    import random
+
+    from test_tasks_qa import _squad
+
+    (data / "train.json").write_text(json.dumps(_squad(random.Random(0), 3, "q")))
+    for name in ("classify", "tag", "qa"):
+        kind = task_kind(name)
+        path = data / f"train.{kind.extension}"
+        assert kind.count(path.read_text()) == len(kind.read(path)) > 1, name
+
+
 class _Pairs(TaskKind):
     """A kind made up by the test: it is on the command line as soon as it is registered."""
 

@@ -160,18 +160,25 @@ def test_loss_decreases_and_outputs(corpus, tmp_path):
 
 
 def test_products_follow_the_plain_path(corpus, tmp_path):
+    from pyelmo.runtime.plan import onednn_available
+    from pyelmo.runtime.training_linear import PrepackedTrainingLinear
+
     weights = {}
-    for products in ("plain", "fused"):
+    for products in ("plain", "fused", "onednn") if onednn_available() else ("plain", "fused"):
         config = config_from_dict(_config(train__max_steps=4, train__eval_every=0, train__checkpoint_every=0,
                                           train__products=products))
         tr = Trainer(config, tmp_path / products, resolve_data(corpus, None, None), progress=False)
-        assert tr.run_options.products is PLAIN and tr.run_options.backend.differentiable
-        assert tr.run_options.backend.fused_conv == (products == "fused")
+        assert (tr.run_options.products is PLAIN) == (products != "onednn") and tr.run_options.backend.differentiable
+        assert tr.run_options.backend.fused_conv == (products != "plain")
+        swapped = type(tr.model.bilm.token_encoder.projection) is PrepackedTrainingLinear
+        assert swapped == (products == "onednn")  # the trainer swaps it in at start
         tr.run()
         weights[products] = tr.model.state_dict()
     assert config_from_dict({}).train.products == "fused"
-    for name, w in weights["plain"].items():
-        torch.testing.assert_close(weights["fused"][name], w, rtol=1e-4, atol=1e-4)
+    for products, got in weights.items():
+        assert list(got) == list(weights["plain"])  # the same checkpoint keys
+        for name, w in weights["plain"].items():
+            torch.testing.assert_close(got[name], w, rtol=1e-4, atol=1e-4)
 
 
 def test_bf16_training_validates_in_float32(corpus, tmp_path, monkeypatch):

@@ -1,14 +1,16 @@
-"""Training's products keep the LSTM's projection clip: through the public API only (``training_run_options``
-and ``BiLM.forward``), so the test holds whatever runs the training loop underneath."""
+"""Training's products keep the LSTM's projection clip: through the public API only (``training_run_options``,
+``swap_training_linears`` and ``BiLM.forward``), so the test holds whatever runs the training loop underneath."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
 
 import pyelmo
 from pyelmo.training.config import config_from_dict
-from pyelmo.training.step import training_run_options
+from pyelmo.training.step import swap_training_linears, training_run_options
 from tinyconfig import tiny_train_config
 
 CLIP = 0.05
@@ -31,7 +33,9 @@ def test_training_products_apply_the_projection_clip(products):
     assert free[1].abs().max() > 2 * CLIP  # the first LSTM level's outputs are projections: the clip binds
 
     plain = clipped(ids)
-    trained = clipped(ids, options=training_run_options(products))
+    options, trainee = training_run_options(products), copy.deepcopy(clipped)
+    swap_training_linears(trainee, options)
+    trained = trainee(ids, options=options)
     assert plain.layers[1].abs().max() <= CLIP + 1e-7
     torch.testing.assert_close(trained.layers, plain.layers, atol=1e-5, rtol=0)
     for got, want in zip(trained.final_state, plain.final_state):
@@ -39,6 +43,6 @@ def test_training_products_apply_the_projection_clip(products):
 
     # and the gradients: the clip's zero gradient beyond its bound
     plain_grads = torch.autograd.grad(plain.layers.square().sum(), list(clipped.parameters()))
-    trained_grads = torch.autograd.grad(trained.layers.square().sum(), list(clipped.parameters()))
+    trained_grads = torch.autograd.grad(trained.layers.square().sum(), list(trainee.parameters()))
     for got, want in zip(trained_grads, plain_grads):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)

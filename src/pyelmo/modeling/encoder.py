@@ -3,10 +3,11 @@
 char embedding -> 1-D convolutions of several widths, max over positions, activation
 -> highway layers -> linear projection. Its output is the biLM's layer 0.
 
-The linear layers are the modules' own (``nn.Linear``, or the planned linears a plan swapped in:
-:mod:`pyelmo.runtime.linear`), called through ``products.linear`` (training's oneDNN products override
-it); ``fused_conv=True`` computes the convolutions of all widths as one product over the same weights
-(:func:`conv_max_gemm`), differentiable with ``PLAIN``, else a planned linear of the padded weights.
+The linear layers are the modules' own (``nn.Linear``, the planned linears a plan swapped in:
+:mod:`pyelmo.runtime.linear`, or training's oneDNN linears: :mod:`pyelmo.runtime.training_linear`);
+``fused_conv=True`` computes the convolutions of all widths as one product over the same weights
+(:func:`conv_max_gemm`), differentiable with ``PLAIN`` (or its ``trained_linear``'s product), else a planned
+linear of the padded weights.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ class Highway(nn.Module):
         self.carry = nn.Linear(dim, dim)  # TF name "carry" is the transform gate t
         self.transform = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, products: Products = PLAIN) -> torch.Tensor:
-        gate = torch.sigmoid(products.linear(x, self.carry))
-        return gate * torch.relu(products.linear(x, self.transform)) + (1 - gate) * x
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = torch.sigmoid(self.carry(x))
+        return gate * torch.relu(self.transform(x)) + (1 - gate) * x
 
 
 class TokenEncoder(nn.Module):
@@ -66,8 +67,8 @@ class TokenEncoder(nn.Module):
         # max over positions then activation (equal to activation then max for monotone activations)
         x = self.activation(pooled)
         for highway in self.highways:
-            x = highway(x, products)
-        return products.linear(x, self.projection).reshape(*shape, -1)
+            x = highway(x)
+        return self.projection(x).reshape(*shape, -1)
 
 
 def encode_distinct(encoder: TokenEncoder, char_ids: torch.Tensor, products: Products = PLAIN,

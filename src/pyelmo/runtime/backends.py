@@ -2,9 +2,9 @@
 between training and inference, passed in the run options, never detected. The loop's products are
 the model's own linear modules; a backend says how the model runs around them:
 
-- :class:`Differentiable`: autograd through every step (the model's ``nn.Linear`` s); ``products`` runs
-  the token encoder's products (``torch``, or training's
-  :class:`~pyelmo.runtime.training_products.TrainingProducts`).
+- :class:`Differentiable`: autograd through every step (the model's ``nn.Linear`` s, or training's oneDNN
+  linears swapped in for the token encoder's: :mod:`pyelmo.runtime.training_linear`); ``products`` runs the
+  fused convolution's product (``torch``, or their ``trained_linear``'s).
 - :class:`Inference`: no autograd; the model with an execution plan applied (its planned linears,
   :mod:`pyelmo.runtime.linear`), the loop writing into buffers kept from call to call
   (:attr:`Inference.workspace`); the plan says whether a level's two directions run together or one after
@@ -45,8 +45,8 @@ class Backend(Protocol):
 
 
 class Differentiable:
-    """Autograd through the loop (training, the reference path); ``products`` runs the token encoder's
-    products (``PLAIN``, or training's), ``fused_conv`` computes every convolution width in one product."""
+    """Autograd through the loop (training, the reference path); ``products`` runs the fused convolution's
+    product (``PLAIN``, or training's), ``fused_conv`` computes every convolution width in one product."""
 
     name, differentiable, gate_chunk_rows, workspace = "differentiable", True, None, None
 

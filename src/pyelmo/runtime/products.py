@@ -1,7 +1,9 @@
 """Which kernel runs each product, as an execution plan says, and what ran.
 
 - ``PLAIN`` (``Products()``): ``torch`` products on the parameters themselves, differentiable
-  (training, the reference path);
+  (training, the reference path); ``Products(trained_linear=cls)``: differentiable, with ``cls`` the module
+  training swaps in for the token encoder's ``nn.Linear`` s (``train.products = "onednn"``:
+  :class:`pyelmo.runtime.training_linear.PrepackedTrainingLinear`), which also runs its fused convolution's product;
 - ``Products(plan)``: the choices of an :class:`~pyelmo.runtime.plan.ExecutionPlan`, shared by the planned
   linears swapped into a model (:mod:`pyelmo.runtime.linear`): the precision of each weight
   (:meth:`Products.precision_of`), the kernel of each product's row class (:meth:`Products.kernel`: exact
@@ -28,8 +30,9 @@ from pyelmo.runtime.plan import KERNELS, ExecutionPlan, int8_engine, row_class
 from pyelmo.runtime.precision import DEFAULT
 
 class Products:
-    """``Products()``: differentiable ``torch`` products; ``Products(plan)``: ``plan``'s choices for the
-    planned linears of a model and its fused convolution (see the module docstring).
+    """``Products()``: differentiable ``torch`` products (``trained_linear``: the module class training swaps in);
+    ``Products(plan)``: ``plan``'s choices for the planned linears of a model and its fused convolution (see
+    the module docstring).
 
     :attr:`decisions` records the kernel each shape class ran with, so what ran can be compared with
     the printed plan. The weights :meth:`weight` and :meth:`derived` prepare (the fused convolution's,
@@ -37,8 +40,10 @@ class Products:
     ``.to()`` make them anew).
     """
 
-    def __init__(self, plan: ExecutionPlan | None = None) -> None:
-        self.plan = plan
+    def __init__(self, plan: ExecutionPlan | None = None, trained_linear: type[torch.nn.Module] | None = None) -> None:
+        if plan is not None and trained_linear is not None:
+            raise ValueError("a trained linear is a differentiable products' choice, not a plan's")
+        self.plan, self.trained_linear = plan, trained_linear
         self.dtype = plan.dtype if plan is not None else None
         self.onednn = plan is not None and plan.onednn
         #: int8 mode: the products with large weights (:meth:`ExecutionPlan.quantized`) run on int8 weights
@@ -59,7 +64,8 @@ class Products:
         return self.plan is not None and self.plan.kernels in KERNELS
 
     def __repr__(self) -> str:
-        return f"Products({self.plan})"
+        trained = f", trained_linear={self.trained_linear.__name__}" if self.trained_linear else ""
+        return f"Products({self.plan}{trained})"
 
     def derived(self, owner: torch.nn.Module, build: Callable[[], object]) -> object:
         """``build()``'s result for ``owner`` (e.g. its weights rearranged), kept until its parameters change;
@@ -149,10 +155,6 @@ class Products:
         """``x @ w.T`` of the differentiable products (:meth:`mm`); a plan's run through its planned linear's
         ``native`` (:func:`pyelmo.runtime.linear.weight_product`)."""
         return self.mm(x, w)
-
-    def linear(self, x: torch.Tensor, layer: torch.nn.Module) -> torch.Tensor:
-        """``layer(x)`` (an ``nn.Linear``, or the planned linear that a plan swapped in for it)."""
-        return layer(x)
 
 
 #: Plain differentiable ``torch`` products on the parameters themselves (training, the reference path).

@@ -36,10 +36,10 @@ from pyelmo.errors import InputError
 from pyelmo.tasks.chinese import CAPS as ZH_CAPS
 from pyelmo.tasks.datafiles import SENTENCE_TOKENS, SPLIT_NAMES, cap as _cap, conll as _conll, distinct as _distinct, sha1_hex as _sha, tsv as _tsv
 from pyelmo.tasks.cloze import CAPS as CLOZE_CAPS
+from pyelmo.tasks.kind import task_kind
 
 TASKS = {"bbc": "classify", "tweets": "classify", "pos": "tag", "ner": "tag", "cloze": "qa",
          "zh-pos": "tag", "zh-ner": "tag", "zh-sentiment": "classify"}
-EXTENSIONS = {"classify": "tsv", "tag": "conll", "qa": "json"}
 BBC_WORDS = 60
 TWEET_MIN_CONFIDENCE = 0.6
 #: Examples kept per split (None: all).
@@ -167,14 +167,6 @@ def build_cloze(root: Path) -> dict[str, str]:
                               for split, name in SPLIT_NAMES.items()})
 
 
-def _count(kind: str, text: str) -> int:
-    from pyelmo.tasks.cloze import count_questions
-
-    if kind == "qa":
-        return count_questions(text)
-    return text.count("\n") if kind == "classify" else text.count("\n\n")
-
-
 def build_task_data(outdir: str | os.PathLike, tasks: Sequence[str] = tuple(TASKS),
                     cache: str | os.PathLike | None = None, progress: bool = True) -> dict:
     """Write ``outdir/<task>/{train,dev,test}.{tsv,conll,json}`` and ``outdir/manifest.json``; return the manifest."""
@@ -200,12 +192,12 @@ def build_task_data(outdir: str | os.PathLike, tasks: Sequence[str] = tuple(TASK
     for task in tasks:
         source, build = builders[task]
         files = build(_source(source, cache))
-        ext = EXTENSIONS[TASKS[task]]
+        kind = task_kind(TASKS[task])
         (out / task).mkdir(parents=True, exist_ok=True)
-        info = {"kind": TASKS[task], "examples": {}, "sha1": {}, "caps": CAPS[task]}
+        info = {"kind": kind.name, "examples": {}, "sha1": {}, "caps": CAPS[task]}
         for name, text in files.items():
-            write_text_atomic(out / task / f"{name}.{ext}", text)
-            info["examples"][name] = _count(TASKS[task], text)
+            write_text_atomic(out / task / f"{name}.{kind.extension}", text)
+            info["examples"][name] = kind.count(text)
             info["sha1"][name] = _sha(text)
         manifest["tasks"][task] = info
         write_json_atomic(manifest_path, manifest)

@@ -158,7 +158,3 @@ def build_cloze(splits: dict[str, Iterable[Article]], caps: dict[str, int | None
         data = _capped(entries, caps.get(name))
         out[name] = json.dumps({"version": "1.1", "data": data}, ensure_ascii=False) + "\n"
     return out
-
-
-def count_questions(text: str) -> int:
-    return sum(len(p["qas"]) for d in json.loads(text)["data"] for p in d["paragraphs"])

@@ -45,7 +45,7 @@ class TaskKind:
     help: str = ""             # its data format in a few words ("classify (TSV)"): --help's choices
     description: str = ""      # its model and data files: a paragraph of 'pyelmo task --help'
     predict_help: str = ""     # what 'pyelmo task predict' reads and writes for it
-    extension: str = ""        # the usual extension of its data files
+    extension: str = ""        # the extension of its data files ('pyelmo task data build' writes it)
     context: str = "line"      # what the biLM reads of an example by default (--bilm-context)
     defaults: dict = {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2}  # unset TrainOptions
     model_switches: dict = {}  # ModelConfig fields the kind always sets
@@ -86,6 +86,10 @@ class TaskKind:
         """How many label occurrences of ``examples`` are not in ``labels``, and which labels those are."""
         unseen = [u for u in self.units(examples) if u not in set(labels)]
         return len(unseen), sorted(set(unseen))
+
+    def count(self, text: str) -> int:
+        """How many examples the text of a data file of this kind holds ('pyelmo task data build's manifest)."""
+        raise NotImplementedError
 
     # -- the model --
     def model(self, config, static_table=None):

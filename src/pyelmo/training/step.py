@@ -9,9 +9,10 @@ import numpy as np
 import torch
 
 from pyelmo.runtime.backends import Differentiable
+from pyelmo.runtime.linear import swap_linears
 from pyelmo.runtime.options import RunOptions
-from pyelmo.runtime.products import PLAIN
-from pyelmo.runtime.training_products import TrainingProducts
+from pyelmo.runtime.products import PLAIN, Products
+from pyelmo.runtime.training_linear import PrepackedTrainingLinear
 from pyelmo.training.config import OptimSection
 
 
@@ -26,10 +27,18 @@ def make_optimizer(params: Iterable[torch.nn.Parameter], o: OptimSection) -> tor
 def training_run_options(products: str) -> RunOptions:
     """The differentiable backend with ``train.products``: ``"plain"`` (``torch`` products, one
     convolution per width), ``"fused"`` (every convolution width in one product) or ``"onednn"``
-    (fused, and the token encoder's products through oneDNN with prepacked weights)."""
+    (fused, and the token encoder's products through oneDNN with prepacked weights: its linears swapped by
+    :func:`swap_training_linears`)."""
     if products == "onednn":
-        return RunOptions(Differentiable(TrainingProducts(), fused_conv=True))
+        return RunOptions(Differentiable(Products(trained_linear=PrepackedTrainingLinear), fused_conv=True))
     return RunOptions(Differentiable(PLAIN, fused_conv=products == "fused"))
+
+
+def swap_training_linears(bilm: torch.nn.Module, options: RunOptions) -> None:
+    """Swap in ``options``' trained linear, if any, for the token encoder's ``nn.Linear`` s (the same Parameters:
+    the optimizer, ``state_dict`` and checkpoints are unchanged), once, before training ``bilm``."""
+    if options.products.trained_linear is not None:
+        swap_linears(bilm.token_encoder, options.products)
 
 
 def learning_rate(o: OptimSection, step: int, freeze: int) -> float:

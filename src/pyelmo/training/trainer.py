@@ -29,7 +29,7 @@ from pyelmo.training.distributed import setup_distributed
 from pyelmo.training.report import LossWindow, Progress, RunLength, TrainResult, limit_reached, setting
 from pyelmo.training.start import InitFrom, init_softmax, open_run, prepare_start
 from pyelmo.training.step import (learning_rate, make_optimizer, phase_model, step_negatives,
-                                  training_run_options)
+                                  swap_training_linears, training_run_options)
 from pyelmo.training.stop import StopRequest
 
 
@@ -57,6 +57,7 @@ class Trainer:
         if start.built_softmax and not resume:
             init_softmax(self.model, self.vocab, self.train_text, config.softmax.new_rows)
         self.run_options = training_run_options(config.train.products)
+        swap_training_linears(self.model.bilm, self.run_options)
         self.optimizer = make_optimizer(self.model.parameters(), config.optim)
         self.ddp: torch.nn.Module = self.model
         self.frozen: bool | None = None  # whether the biLM is frozen (phase 1) in the current wrapper

@@ -21,6 +21,9 @@ class Classify(TaskKind):
     def read(self, path, pretokenized=False, labelled=True) -> list:
         return read_classify(path, pretokenized, labelled)
 
+    def count(self, text) -> int:
+        return text.count("\n")
+
     def units(self, examples) -> list[str]:
         return [e.label for e in examples]
 

@@ -4,6 +4,8 @@ exact match and F1; predictions: SQuAD's ``{"id": "answer"}`` file."""
 
 from __future__ import annotations
 
+import json
+
 from pyelmo.tasks.kind import KindOption, TaskKind, register
 from pyelmo.tasks.metrics import squad_metrics
 from pyelmo.tasks.squad import predictions_json, read_squad
@@ -29,6 +31,10 @@ class QA(TaskKind):
     def read(self, path, pretokenized=False, labelled=True) -> list:
         """Questions; labelled ones each need an answer (to train on, or to score)."""
         return read_squad(path, labelled, training=labelled)
+
+    def count(self, text) -> int:
+        """The questions of a SQuAD v1.1 JSON text."""
+        return sum(len(p["qas"]) for d in json.loads(text)["data"] for p in d["paragraphs"])
 
     def labels(self, examples) -> list[str]:
         from pyelmo.tasks.reader import LABELS

@@ -21,6 +21,9 @@ class Tag(TaskKind):
     def read(self, path, pretokenized=False, labelled=True) -> list:
         return read_tagged(path, labelled)
 
+    def count(self, text) -> int:
+        return text.count("\n\n")
+
     def units(self, examples) -> list[str]:
         return [t for e in examples for t in e.label]
 

@@ -1,8 +1,10 @@
-"""Training's faster execution (``train.products``: pyelmo.runtime.training_products.TrainingProducts) computes the
-same values and gradients as the plain modules (the trainer's option: tests/training/test_training.py)."""
+"""Training's faster execution (``train.products``; "onednn": pyelmo.runtime.training_linear.PrepackedTrainingLinear
+swapped in for the token encoder's linears) computes the same values and gradients as the plain modules (the
+trainer's option: tests/training/test_training.py)."""
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 
@@ -15,13 +17,12 @@ from pyelmo.lm.model import LanguageModel
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.runtime import plan as plan_module
-from pyelmo.runtime.backends import Differentiable
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import onednn_available
 from pyelmo.runtime.products import PLAIN
 from pyelmo.runtime.rows import PackedRows
-from pyelmo.runtime.training_products import TrainingProducts
-from pyelmo.training.step import training_run_options
+from pyelmo.runtime.training_linear import PackedWeight, PrepackedTrainingLinear, prepacked_linear
+from pyelmo.training.step import swap_training_linears, training_run_options
 
 PRODUCTS = ["fused", pytest.param("onednn", marks=pytest.mark.skipif(not onednn_available(), reason="no oneDNN"))]
 
@@ -65,6 +66,13 @@ def _batch(n: int = 7, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return char_ids, targets
 
 
+def _training(model, products: str):
+    """A copy of ``model`` (a LanguageModel or BiLM) as the trainer runs it with ``products``, and the options."""
+    options, trained = training_run_options(products), copy.deepcopy(model)
+    swap_training_linears(getattr(trained, "bilm", trained), options)
+    return trained, options
+
+
 def _loss_and_grads(model: LanguageModel, options: RunOptions, negatives: bool, seed: int = 5):
     char_ids, targets = _batch()
     model.zero_grad(set_to_none=True)
@@ -91,7 +99,7 @@ def _assert_close(got: dict, want: dict) -> None:
 def test_values_and_gradients_equal_the_plain_modules(products, negatives, dropout, skip, clip):
     model = _model(dropout=dropout, skip=skip, clip=clip).train()
     want_loss, want = _loss_and_grads(model, RunOptions(), negatives)
-    got_loss, got = _loss_and_grads(model, training_run_options(products), negatives)
+    got_loss, got = _loss_and_grads(*_training(model, products), negatives)
     torch.testing.assert_close(got_loss, want_loss, rtol=1e-5, atol=1e-5)
     _assert_close(got, want)
     assert all(g.abs().sum() > 0 for name, g in want.items() if "bias" not in name or "gates" in name)
@@ -107,10 +115,10 @@ def test_all_layers_and_states_equal_the_plain_modules_from_given_states(product
     torch.manual_seed(2)
     state = (torch.randn(2, 2, 5, 10, requires_grad=True), torch.randn(2, 2, 5, 24, requires_grad=True))
     results = []
-    for options in (RunOptions(), training_run_options(products)):
-        out = bilm(char_ids, options=options, initial_state=state)
+    for model, options in ((bilm, RunOptions()), _training(bilm, products)):
+        out = model(char_ids, options=options, initial_state=state)
         loss = (out.layers ** 2).sum() + out.final_state[0].sum() + 0.5 * out.final_state[1].sum()
-        grads = torch.autograd.grad(loss, [*state, *bilm.parameters()])
+        grads = torch.autograd.grad(loss, [*state, *model.parameters()])
         results.append((out, grads))
     (want, want_grads), (got, got_grads) = results
     torch.testing.assert_close(got.layers, want.layers, rtol=1e-5, atol=1e-5)
@@ -123,20 +131,41 @@ def test_all_layers_and_states_equal_the_plain_modules_from_given_states(product
 def test_prepacked_weights_are_repacked_after_each_optimizer_step():
     if not onednn_available():
         pytest.skip("no oneDNN")
-    model = _model().train()
-    products = TrainingProducts()
-    assert products.onednn and products.differentiable
+    plain = _model().train()
+    model, options = _training(plain, "onednn")
+    encoder = model.bilm.token_encoder
+    swapped = [encoder.projection, *(h.carry for h in encoder.highways), *(h.transform for h in encoder.highways)]
+    assert all(type(m) is PrepackedTrainingLinear for m in swapped)
+    assert all(type(d.input_gates) is torch.nn.Linear for d in model.bilm.directions[0])  # the LSTM's stay
+    assert list(model.state_dict()) == list(plain.state_dict())  # checkpoints and saved models unchanged
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    weight = model.bilm.token_encoder.projection.weight
+    projection = encoder.projection
+    assert any(p is projection.weight for p in optimizer.param_groups[0]["params"])  # the Parameter itself
     packed = []
     for _ in range(2):
-        want_loss, _ = _loss_and_grads(model, RunOptions(), True)
-        got_loss, _ = _loss_and_grads(model, RunOptions(Differentiable(products)), True)
+        want_loss, _ = _loss_and_grads(plain, RunOptions(), True)
+        got_loss, _ = _loss_and_grads(model, options, True)
         torch.testing.assert_close(got_loss, want_loss, rtol=1e-5, atol=1e-5)
-        packed.append((products.weight(weight, "onednn"), products.transposed_weight(weight)))
-        assert products.weight(weight, "onednn") is packed[-1][0]  # kept while the weight is unchanged
+        packed.append((projection.packed.get(projection.weight), projection.packed.get(projection.weight, True)))
+        assert projection.packed.get(projection.weight) is packed[-1][0]  # kept while the weight is unchanged
         optimizer.step()
+        plain.load_state_dict(model.state_dict())
     assert packed[0][0] is not packed[1][0] and packed[0][1] is not packed[1][1]
+
+
+def test_a_plan_applied_to_a_trained_copy_runs_its_planned_linears():
+    """Validation runs a planned copy of the model being trained: its oneDNN training linears are swapped
+    like any nn.Linear, and the copy packs nothing of the original's."""
+    plain = _model().bilm.eval()
+    trained, options = _training(plain, "onednn")
+    ids, _ = _batch(4)
+    trained(ids, options=options)  # packs the training linears' weights
+    inference = RunOptions.inference()
+    with torch.no_grad():
+        got, want = trained(ids, options=inference).layers, plain(ids, options=inference).layers
+    assert torch.equal(got, want)
+    planned = copy.deepcopy(trained).apply_plan(inference)
+    assert not any(isinstance(m, PrepackedTrainingLinear) for m in planned.modules())
 
 
 def test_packed_rows_are_time_major_and_cover_each_position_once():
@@ -150,15 +179,16 @@ def test_training_run_options():
     plain, fused, onednn = (training_run_options(p) for p in ("plain", "fused", "onednn"))
     assert plain.backend.products is PLAIN and not plain.backend.fused_conv
     assert fused.backend.products is PLAIN and fused.backend.fused_conv
-    assert isinstance(onednn.backend.products, TrainingProducts) and onednn.backend.fused_conv
+    assert onednn.backend.products.trained_linear is PrepackedTrainingLinear and onednn.backend.fused_conv
+    assert plain.backend.products.trained_linear is None and onednn.backend.products.differentiable
     assert all(o.backend.differentiable and o.plan is None and o.token_cache is None for o in (plain, fused, onednn))
 
 
 def test_onednn_rows_padding_keeps_values():
     x, w = torch.randn(37, 9), torch.randn(5, 9)
-    products = TrainingProducts()
-    torch.testing.assert_close(products.mm(x, w), x @ w.t(), rtol=1e-5, atol=1e-5)
-    assert math.isfinite(float(products.mm(x, w).sum()))
+    y = prepacked_linear(x, w, None, PackedWeight())
+    torch.testing.assert_close(y, x @ w.t(), rtol=1e-5, atol=1e-5)
+    assert math.isfinite(float(y.sum()))
 
 
 @pytest.mark.parametrize("products", PRODUCTS)
@@ -175,10 +205,9 @@ def test_padding_positions_are_not_encoded(products, monkeypatch):
     real = encoder_module.TokenEncoder.forward
     monkeypatch.setattr(encoder_module.TokenEncoder, "forward",
                         lambda self, chars, *a, **k: seen.append(chars.clone()) or real(self, chars, *a, **k))
-    bilm = model.bilm
     weights = None
     layers = {}
-    for name, options in (("fused", training_run_options(products)), ("plain", RunOptions())):
+    for name, (bilm, options) in (("fused", _training(model.bilm, products)), ("plain", (model.bilm, RunOptions()))):
         seen.clear()
         bilm.zero_grad()
         out = bilm(ids, options=options).layers
@@ -194,3 +223,18 @@ def test_padding_positions_are_not_encoded(products, monkeypatch):
     assert (fused[:, 1, 1:] == 0).all()  # padding positions stay zero
     for got, expected in zip(fused_grads, plain_grads):
         assert (got - expected).abs().max() < 1e-5
+
+
+def test_a_trained_linear_is_the_differentiable_products_choice_only():
+    from pyelmo.runtime.linear import swap_linears
+    from pyelmo.runtime.plan import ExecutionPlan
+    from pyelmo.runtime.products import Products
+
+    with pytest.raises(ValueError, match="not a plan's"):
+        Products(ExecutionPlan(), trained_linear=PrepackedTrainingLinear)
+    with pytest.raises(ValueError, match="have none"):
+        swap_linears(torch.nn.Linear(3, 2), PLAIN)
+    layer = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    weight = layer[0].weight
+    swap_linears(layer, Products(trained_linear=PrepackedTrainingLinear))
+    assert type(layer[0]) is PrepackedTrainingLinear and layer[0].weight is weight
