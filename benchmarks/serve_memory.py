@@ -3,7 +3,7 @@
 For each round, precision and source tree in turn (alternating), starts ``python -m pyelmo serve --model
 MODEL --port PORT --precision P`` with ``PYTHONPATH=TREE/src`` on 127.0.0.1, waits for ``/health``, sends
 one embed and one predict request, then reads ``VmRSS`` and ``VmHWM`` (the peak) from
-``/proc/PID/status`` and stops the server. Prints the medians per tree and precision (MB = 2**20 bytes).
+``/proc/PID/status`` (and ``VmRSS`` once healthy, before the requests: ``loaded_VmRSS``) and stops the server. Prints the medians per tree and precision (MB = 2**20 bytes).
 
     python benchmarks/serve_memory.py --tree before=/work/base98 --tree after=. --rounds 3 --json
 """
@@ -67,6 +67,9 @@ def memory_mb(pid: int) -> dict[str, float]:
     return fields
 
 
+KEYS = ("VmRSS", "VmHWM", "loaded_VmRSS")
+
+
 def measure(tree: Path, model: str, precision: str, python: str, timeout: float) -> dict[str, float]:
     """One server of ``tree`` at ``precision``: its memory after an embed and a predict request."""
     port = free_port()
@@ -76,10 +79,11 @@ def measure(tree: Path, model: str, precision: str, python: str, timeout: float)
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_healthy(port, process, timeout)
+        loaded = memory_mb(process.pid)["VmRSS"]  # before any request
         for path, body in (("/v1/embed", EMBED), ("/v1/predict", PREDICT)):
             if post(port, path, body, timeout) != 200:
                 raise RuntimeError(f"{path} failed")
-        return memory_mb(process.pid)
+        return {**memory_mb(process.pid), "loaded_VmRSS": loaded}
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -121,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         for precision in precisions:
             for label, tree in trees.items():
                 runs[precision][label].append(measure(tree, args.model, precision, args.python, args.timeout))
-    medians = {p: {label: {key: round(statistics.median(r[key] for r in rs), 1) for key in ("VmRSS", "VmHWM")}
+    medians = {p: {label: {key: round(statistics.median(r[key] for r in rs), 1) for key in KEYS}
                    for label, rs in by_tree.items()} for p, by_tree in runs.items()}
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_model(),
               "command": " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
@@ -132,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for precision, by_tree in medians.items():
             for label, m in by_tree.items():
-                print(f"{precision:8} {label:10} VmRSS {m['VmRSS']:8.1f} MB  VmHWM {m['VmHWM']:8.1f} MB")
+                print(f"{precision:8} {label:10} VmRSS {m['VmRSS']:8.1f} MB  VmHWM {m['VmHWM']:8.1f} MB  "
+                      f"(loaded, before the requests: VmRSS {m['loaded_VmRSS']:8.1f} MB)")
     return 0
 
 
