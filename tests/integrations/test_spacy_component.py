@@ -37,6 +37,13 @@ def test_pipe_over_1000_sentences_sets_the_embedders_vectors(embedder, monkeypat
     texts = sentences(1000)
     docs = list(nlp.pipe(texts, batch_size=250))
     assert calls == [250, 250, 250, 250]  # nlp.pipe's batches: 4 calls, not 1000
+    from pyelmo.modeling.bilm import BiLM
+    from pyelmo.runtime.linear import PlannedLinear
+
+    # the component's embedder planned the biLM it loaded in place: one copy of its weights, no planned copy
+    model, derived = component.embedder.model, component.embedder.options.products._derived.values()
+    assert isinstance(model.directions[0][0].input_gates, PlannedLinear)
+    assert not any(isinstance(kept[2], BiLM) for kept in derived)
     expected = embedder.embed_sentences([[t.text for t in doc] for doc in docs])
     pooled = embedder.embed_sentences([[t.text for t in doc] for doc in docs], pool="mean")
     for doc, layers, sentence_vector in zip(docs, expected, pooled):

@@ -75,3 +75,54 @@ def test_few_candidates_rank_only_words_from_the_directions_top_lists():
     assert set(torch.isfinite(combined).nonzero().flatten().tolist()) == allowed
     assert float(combined.exp().sum()) == pytest.approx(1.0, abs=1e-5)
     assert {w for w, _ in predictor.predict(tokens, 1, k=2).combined} <= {WORDS[i] for i in allowed}
+
+
+WORDS = ["<S>", "</S>", "<UNK>", "the", "bank", "river", "money", ".", "boat", "near", "we", "sat", "on"]
+
+
+def _runs_planned_copies(monkeypatch) -> list[bool]:
+    """Per biLM call from now on: whether it ran a planned copy (not the biLM called)."""
+    from pyelmo.modeling.bilm import BiLM
+
+    copies, for_run = [], BiLM.for_run
+
+    def spy(self, options):
+        runs = for_run(self, options)
+        copies.append(runs is not self)
+        return runs
+
+    monkeypatch.setattr(BiLM, "for_run", spy)
+    return copies
+
+
+def test_a_predictor_that_loads_its_model_plans_it_in_place_with_the_same_numbers(tiny_model, tmp_path, monkeypatch):
+    from lmfolder import lm_folder
+    from pyelmo.runtime.linear import PlannedLinear
+
+    folder = lm_folder(tiny_model, tmp_path / "lm", WORDS)
+    sentence = "we sat on the ___ bank .".split()
+    own = LanguageModel.from_pretrained(folder)
+    handed = WordPredictor(own, own.vocab)  # a model handed in: left as it is, a planned copy runs
+    loaded = WordPredictor.from_pretrained(folder)
+    copies = _runs_planned_copies(monkeypatch)
+    assert isinstance(loaded.bilm.directions[0][0].input_gates, PlannedLinear)
+    assert isinstance(handed.bilm.directions[0][0].input_gates, torch.nn.Linear)
+    for got, want in zip(loaded.log_probs(sentence, 4), handed.log_probs(sentence, 4)):
+        assert torch.equal(got, want)
+    assert copies == [False, True]
+
+
+def test_perplexity_runs_the_model_it_loads_planned_in_place(tiny_model, tmp_path, monkeypatch):
+    from lmfolder import lm_folder
+    from pyelmo.lm.model import evaluate, perplexity
+    from pyelmo.lm.text import TokenizedText
+
+    folder = lm_folder(tiny_model, tmp_path / "lm", WORDS)
+    text = tmp_path / "text.txt"
+    text.write_text("we sat on the bank .\nthe boat near the river bank .\n", encoding="utf-8")
+    own = LanguageModel.from_pretrained(folder)
+    want = evaluate(own, TokenizedText([text], own.vocab, 100, own.bilm.config.char_cnn.max_characters_per_token))
+    copies = _runs_planned_copies(monkeypatch)
+    got = perplexity(folder, [text], max_length=100)
+    assert copies and not any(copies)
+    assert got == want

@@ -83,3 +83,64 @@ def test_the_planned_copy_is_made_once_and_again_after_a_weight_change(tiny_mode
         assert tiny_model.for_run(options) is not first
         after = tiny_model(batch_to_ids(SENTENCES), options=options).layers
     assert not torch.equal(before, after)
+
+
+def _other_weights(model):
+    """The same architecture with other weights (each one moved a little)."""
+    import copy
+
+    other = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=generator))
+    return other
+
+
+def _planned_copy(model, precision: str):
+    import copy
+
+    options = RunOptions.inference(precision=precision, **({"int8_min_weight": 0} if precision == "int8" else {}))
+    return copy.deepcopy(model).apply_plan(options), options
+
+
+@pytest.mark.parametrize("precision", ["float32", "int8"])
+def test_load_state_dict_on_a_planned_bilm_gives_a_fresh_load_of_those_weights(tiny_model, precision):
+    ids = batch_to_ids(SENTENCES)
+    other = _other_weights(tiny_model)
+    planned, options = _planned_copy(tiny_model, precision)
+    fresh, fresh_options = _planned_copy(other, precision)
+    with torch.no_grad():
+        before = planned(ids, options=options).layers  # its prepared weights (and directions' pairs) made
+        planned.load_state_dict(other.state_dict())  # an unplanned biLM's keys, int8 too
+        got = planned(ids, options=options).layers
+        want = fresh(ids, options=fresh_options).layers
+    assert not torch.allclose(got, before, atol=1e-3)
+    if precision == "int8":  # quantized again from the same float weights: the same int8 numbers
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    else:
+        assert torch.equal(got, want)
+
+
+def test_loading_one_directions_weights_refreshes_the_pair_that_batches_both(tiny_model):
+    ids = batch_to_ids(SENTENCES)
+    backward = {k: v for k, v in _other_weights(tiny_model).state_dict().items() if k.startswith("directions.1.")}
+    planned, options = _planned_copy(tiny_model, "float32")
+    fresh, fresh_options = _planned_copy(tiny_model, "float32")
+    with torch.no_grad():
+        before = planned(ids, options=options).layers  # the pairs of both directions' step products made
+        planned.load_state_dict(backward, strict=False)  # the second direction's linears only
+        fresh.load_state_dict(backward, strict=False)  # before anything was prepared
+        got = planned(ids, options=options).layers
+        assert torch.equal(got, fresh(ids, options=fresh_options).layers)
+    assert torch.equal(got[..., :got.shape[-1] // 2], before[..., :got.shape[-1] // 2])  # forward: unchanged
+    assert not torch.equal(got, before)
+
+
+def test_an_int8_planned_bilm_refuses_a_state_dict_without_its_float_weights(tiny_model):
+    planned, _ = _planned_copy(tiny_model, "int8")
+    state = tiny_model.state_dict()
+    with pytest.raises(RuntimeError, match="Missing key.*directions.0.0.input_gates.weight"):
+        planned.load_state_dict({k: v for k, v in state.items() if k != "directions.0.0.input_gates.weight"})
+    with pytest.raises(RuntimeError, match="size mismatch for directions.0.0.input_gates.weight"):
+        planned.load_state_dict({**state, "directions.0.0.input_gates.weight": torch.zeros(3, 3)})

@@ -9,6 +9,7 @@ import types
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 pytest.importorskip("fastapi")
 
@@ -17,6 +18,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from pyelmo.lm.model import LanguageModel  # noqa: E402
 from pyelmo.lm.predict import WordPredictor  # noqa: E402
 from pyelmo.modeling.bilm import BiLM  # noqa: E402
+from pyelmo.runtime.linear import PLANNED, PlannedLinear  # noqa: E402
 from pyelmo.runtime.options import RunOptions  # noqa: E402
 from pyelmo.serve import build_service, create_app  # noqa: E402
 from lmfolder import lm_folder  # noqa: E402
@@ -30,19 +32,22 @@ def model_dir(tiny_model, tmp_path):
     return lm_folder(tiny_model, tmp_path / "lm", WORDS)
 
 
-def bilms(root) -> set[int]:
-    """The distinct ``BiLM`` objects reachable from ``root`` (not through functions' globals or modules)."""
+def reachable(root, kinds=BiLM) -> dict[int, object]:
+    """The distinct objects of ``kinds`` reachable from ``root`` (not through functions' globals or modules), by id."""
     skip = (type, types.ModuleType, types.FunctionType, str, bytes, torch.Tensor, np.ndarray)
-    seen, found, stack = set(), set(), [root]
+    seen, found, stack = set(), {}, [root]
     while stack:
         obj = stack.pop()
         if id(obj) in seen or isinstance(obj, skip):
             continue
         seen.add(id(obj))
-        if isinstance(obj, BiLM):
-            found.add(id(obj))
+        if isinstance(obj, kinds):
+            found[id(obj)] = obj
         stack.extend(gc.get_referents(obj))
     return found
+
+
+bilms = reachable
 
 
 def reference(model_dir, options: RunOptions):
@@ -79,6 +84,27 @@ def test_one_bilm_and_predict_runs_at_the_servers_precision(model_dir, tmp_path,
                                    rtol=0, atol=0.05 if precision == "int8" else 1e-6)
         if precision == "float32":
             assert [w["word"] for w in answer["combined"]] == [w for w, _ in top]
+    finally:
+        service.close()
+
+
+@pytest.mark.parametrize("precision", ["float32", "int8"])
+def test_embed_and_predict_requests_run_the_one_planned_bilm_and_copy_nothing(model_dir, tmp_path, precision):
+    quantize_all = {"int8_min_weight": 0} if precision == "int8" else {}
+    service = build_service(str(model_dir), precision=precision, cache_dir=tmp_path / "cache", **quantize_all)
+    try:
+        model, options = service.embedder.model, service.embedder.options
+        lstm = [m for m in model.directions.modules() if isinstance(m, (nn.Linear, PlannedLinear))]
+        assert lstm and all(type(m) is PLANNED[precision] for m in lstm)  # planned in place, at load
+        shapes = {m.shape for m in lstm}
+        with TestClient(create_app(service)) as client:
+            assert client.post("/v1/embed", json={"sentences": ["we sat on the bank ."]}).status_code == 200
+            assert client.post("/v1/predict", json={"sentence": SENTENCE, "k": 3}).status_code == 200
+        assert reachable(service).keys() == {id(model)}
+        # one set of LSTM weights: those of the embedder's model, no copy's
+        found = {id(m) for m in reachable(service, (nn.Linear, PlannedLinear)).values() if m.shape in shapes}
+        assert found == {id(m) for m in lstm}
+        assert not any(isinstance(kept[2], BiLM) for kept in options.products._derived.values())
     finally:
         service.close()
 

@@ -134,4 +134,5 @@ def _options(args: argparse.Namespace, out: Path, source, weight_file: str | Non
         neighbours_k=args.neighbours,
         model_source=source.describe() + (f" + {weight_file}" if weight_file else ""),
         precision=args.precision, int8_min_weight=args.int8_min_weight,
+        plan_in_place=True,  # the biLM run_command loaded: one copy of its weights
     )

@@ -42,7 +42,10 @@ class Elmo(nn.Module):
     With a frozen biLM (``requires_grad=False``) it runs the inference backend
     (``RunOptions.inference()``); with ``requires_grad=True`` the differentiable one.
     pyelmo's own arguments are keyword-only: ``options`` (a
-    :class:`pyelmo.runtime.options.RunOptions`) overrides that choice.
+    :class:`pyelmo.runtime.options.RunOptions`) overrides that choice. A frozen biLM that ``Elmo`` loads
+    itself has the plan applied once, here (:meth:`pyelmo.BiLM.apply_plan`: one copy of its weights; it then
+    runs with ``self.options`` only, and ``load_state_dict`` refreshes it); a ``BiLM`` passed in stays as it
+    is, free to train elsewhere: a planned copy of it runs.
     """
 
     def __init__(self, options_file: str | os.PathLike | BiLM | None = None, weight_file: str | os.PathLike | None = None,
@@ -65,6 +68,9 @@ class Elmo(nn.Module):
             parameter.requires_grad_(requires_grad)
         self.requires_grad = requires_grad
         self.options = options or (RunOptions() if requires_grad else RunOptions.inference())
+        loaded = module is None and not isinstance(options_file, BiLM)
+        if loaded and not requires_grad and not self.options.backend.differentiable:  # ours, frozen: planned here
+            self.bilm.apply_plan(self.options)
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.scalar_mixes = ScalarMixes(self.bilm.config.num_layers, num_output_representations, dropout,
                                         do_layer_norm=do_layer_norm, initial_scalar_parameters=scalar_mix_parameters,

@@ -57,8 +57,9 @@ class ElmoEmbedder:
     quantizes afresh: :mod:`pyelmo.runtime.int8_cache`, the same bits either way).
     Their accuracy and speed: benchmarks/RESULTS.md. A model the embedder loads itself has the plan
     applied once, here (:meth:`BiLM.apply_plan`: its linear layers swapped for the plan's; in int8 mode
-    only the int8 copies of those weights are kept); a ``BiLM`` passed in is left as it is (a planned
-    copy of it runs).
+    only the int8 copies of those weights are kept); so does a ``BiLM`` passed in with ``plan_in_place=True``
+    (one nothing else trains or runs: it then runs with this embedder's options only). Any other ``BiLM``
+    passed in is left as it is, free to train: a planned copy of it runs (twice its weights in memory).
     The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
     default a fixed rule of this machine, so the same input gives the same bits in every process;
     ``autotune=True`` measures the kernels here instead (kept on disk; equal within float rounding).
@@ -82,7 +83,7 @@ class ElmoEmbedder:
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, autotune: bool = False,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
-                 int8_min_weight: int | None = None, int8_cache: bool = True) -> None:
+                 int8_min_weight: int | None = None, int8_cache: bool = True, plan_in_place: bool = False) -> None:
         from pyelmo.modelio.resolve import resolve_model
 
         if batch_size < 1:
@@ -113,7 +114,7 @@ class ElmoEmbedder:
             warnings.warn(f"int8: none of this model's weights has {self.options.plan.int8_min_weight} elements or "
                           f"more, the size from which the plan quantizes; it runs exact float32 (a smaller "
                           f"int8_min_weight, --int8-min-weight, quantizes smaller weights)", RuntimeWarning, stacklevel=2)
-        if source is not None:  # ours: the plan applied once, here (int8: only the int8 weights kept)
+        if source is not None or plan_in_place:  # ours: the plan applied once, here (int8: only int8 weights kept)
             if products.int8:
                 self._fingerprint = self.fingerprint
             self._apply_plan(int8_cache)
@@ -121,8 +122,8 @@ class ElmoEmbedder:
         self.max_tokens = max_tokens
 
     def _apply_plan(self, kept: bool) -> None:
-        """The plan applied to the model loaded here (:meth:`BiLM.apply_plan`); in int8 mode the weights it
-        quantizes packed from the numbers kept on disk for this model and plan (``kept``:
+        """The plan applied to the model loaded or taken here (:meth:`BiLM.apply_plan`); in int8 mode the weights
+        it quantizes packed from the numbers kept on disk for this model and plan (``kept``:
         :mod:`pyelmo.runtime.int8_cache`, written on a miss) or quantized here."""
         products = self.options.products
         if not (products.int8 and kept):

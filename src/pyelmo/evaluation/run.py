@@ -39,6 +39,7 @@ class EvalOptions:
     model_source: str = ""
     precision: str | None = None  # how the biLM's products run (ElmoEmbedder's precision; None: exact)
     int8_min_weight: int | None = None
+    plan_in_place: bool = False  # the model is this run's alone (loaded for it): planned in place, one copy
 
 
 def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[str, dict]:
@@ -69,13 +70,15 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
         "vector size": 2 * model.config.lstm.projection_dim,
         "word2vec": str(static.path) if static is not None and static.path else "not used",
     }
-    if not precisions.get(options.precision).exact:
+    exact = precisions.get(options.precision).exact
+    if not exact or options.plan_in_place:
         from pyelmo.embedding.embedder import ElmoEmbedder
 
-        header["precision"] = options.precision
-        # the evaluations take an embedder in place of the model; its precision keys their vector caches
+        if not exact:
+            header["precision"] = options.precision
+        # the evaluations take one embedder in place of the model (its precision keys their vector caches)
         model = ElmoEmbedder(model, batch_size=options.batch_size, precision=options.precision,
-                             int8_min_weight=options.int8_min_weight)
+                             int8_min_weight=options.int8_min_weight, plan_in_place=options.plan_in_place)
     common = dict(fingerprint=fp, cache_dir=options.cache_dir, batch_size=options.batch_size,
                   progress=options.progress)
     results: dict[str, dict] = {}

@@ -100,10 +100,15 @@ class LanguageModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls, model: ResolvedModel | PathLike | None = None, dropout: float = 0.0,
-                        bilm: BiLM | None = None) -> "LanguageModel":
+                        bilm: BiLM | None = None, options: RunOptions | None = None) -> "LanguageModel":
         """A trained biLM with its softmax and vocabulary (``.vocab``): a shipped model (default
-        ``english``), a folder ``pyelmo train`` or ``pyelmo export`` wrote (see :func:`_from_pretrained`)."""
-        return _from_pretrained(cls, model, dropout, bilm)
+        ``english``), a folder ``pyelmo train`` or ``pyelmo export`` wrote (see :func:`_from_pretrained`).
+        ``options``: inference run options for a model loaded only to run them (perplexity, predictions): the
+        biLM it loads is planned in place, once (:meth:`BiLM.apply_plan`), and runs with them only."""
+        lm = _from_pretrained(cls, model, dropout, bilm)
+        if options is not None and bilm is None:
+            lm.bilm.apply_plan(options)
+        return lm
 
     @property
     def vocab_size(self) -> int:
@@ -258,11 +263,13 @@ class Perplexity:
 @torch.no_grad()
 def evaluate(model: LanguageModel, text: TokenizedText, batch_tokens: int = 8192, *, rank: int = 0, world: int = 1,
              device: torch.device | None = None,
-             all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Perplexity:
+             all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+             options: RunOptions | None = None) -> Perplexity:
     """Forward, backward and average perplexity of ``text`` (with ``world`` ranks, this one does
-    every world-th batch and ``all_reduce`` sums the counts). Runs the inference backend."""
+    every world-th batch and ``all_reduce`` sums the counts). Runs the inference backend: ``options``, those the
+    biLM was planned with, else new ones (a model in training: a planned copy of it runs)."""
     device = device or next(model.parameters()).device
-    options = RunOptions.inference(device=device)
+    options = options or RunOptions.inference(device=device)
     was_training = model.training
     model.eval()
     sums = torch.zeros(3, dtype=torch.float64)
@@ -284,7 +291,8 @@ def perplexity(model: ResolvedModel | PathLike | None, files: Sequence[PathLike]
     from pyelmo.modelio.resolve import resolve_model
 
     source = resolve_model(model)
-    lm = LanguageModel.from_pretrained(source)
+    options = RunOptions.inference()
+    lm = LanguageModel.from_pretrained(source, options=options)  # planned in place: one copy of the weights
     text = TokenizedText(files, lm.vocab, max_length or source.max_length,
                          lm.bilm.config.char_cnn.max_characters_per_token)
-    return evaluate(lm, text, batch_tokens)
+    return evaluate(lm, text, batch_tokens, options=options)

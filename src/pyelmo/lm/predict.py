@@ -73,8 +73,9 @@ class WordPredictor:
         """Load a model with its softmax and vocabulary (:meth:`LanguageModel.from_pretrained`: a shipped
         model, default ``english``, or a folder ``pyelmo train`` or ``pyelmo export`` wrote).
         ``candidates``: see the class (default :data:`CANDIDATES`)."""
-        lm = LanguageModel.from_pretrained(model)
-        return cls(lm, lm.vocab, CANDIDATES if candidates is None else candidates)
+        options = RunOptions.inference()
+        lm = LanguageModel.from_pretrained(model, options=options)  # planned in place: one copy of the weights
+        return cls(lm, lm.vocab, CANDIDATES if candidates is None else candidates, options=options)
 
     @torch.inference_mode()
     def log_probs(self, tokens: Sequence[str], position: int) -> tuple[torch.Tensor, torch.Tensor]:

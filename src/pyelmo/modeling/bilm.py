@@ -55,8 +55,10 @@ class BiLM(nn.Module):
     (:class:`pyelmo.runtime.options.RunOptions`, owned by the caller): the differentiable
     backend by default, or ``RunOptions.inference(...)`` (the same function through an
     execution plan's products, no autograd: a model its owner planned, :meth:`apply_plan`, runs as it is;
-    another runs as a planned copy, made once per run options); stateful mode carries each batch row's final
-    states into the same row of the next call through ``options.states``, like bilm-tf and AllenNLP.
+    every inference-only owner that loads its biLM plans it so. A biLM its caller handed in and may still
+    train runs as a planned copy, made once per run options: twice its weights in memory); stateful mode
+    carries each batch row's final states into the same row of the next call through ``options.states``,
+    like bilm-tf and AllenNLP.
     Every call runs over packed rows (:class:`pyelmo.runtime.rows.PackedRows`): each token is
     encoded once per distinct spelling, and no padding position is computed.
     """
@@ -93,8 +95,9 @@ class BiLM(nn.Module):
         return self.for_run(options)._run(char_ids, keep_sentence_boundaries, options, initial_state)
 
     def for_run(self, options: RunOptions) -> BiLM:
-        """The biLM that runs with ``options``: this one, or (inference on a biLM nobody planned) a copy
-        with their plan applied, made once and kept while this biLM's parameters are unchanged."""
+        """The biLM that runs with ``options``: this one, or (inference on a biLM nobody planned: one handed in by
+        a caller who may still train it) a copy with their plan applied, made once and kept while this biLM's
+        parameters are unchanged."""
         backend = options.backend
         if self.planned_products is None:
             if backend.differentiable:
@@ -109,8 +112,10 @@ class BiLM(nn.Module):
         """Swap in the planned linears of ``options``' execution plan for this biLM's ``nn.Linear`` s, once,
         at load (:func:`pyelmo.runtime.linear.swap_linears`; int8: only the int8 copies of the weights it
         quantizes are kept; ``packed(name, weight)``: each of them packed, e.g. from the numbers kept on disk,
-        :mod:`pyelmo.runtime.int8_cache`). The biLM then runs with ``options`` only. For the owner of a biLM
-        never trained or saved (an embedder). Returns this biLM."""
+        :mod:`pyelmo.runtime.int8_cache`). The biLM then runs with ``options`` only; ``load_state_dict`` (an
+        unplanned biLM's keys) refreshes the prepared weights (int8: quantized again). For an inference-only
+        owner of the biLM it loaded (``ElmoEmbedder``, a frozen ``Elmo``, ``LanguageModel.from_pretrained(...,
+        options=...)``, the task features, ``pyelmo serve``). Returns this biLM."""
         if options.plan is None or self.planned_products is not None:
             raise ValueError("a plan is applied once, to a biLM not planned yet, from inference run options")
         swap_linears(self, options.products, packed)

@@ -52,13 +52,16 @@ class PlannedLinear(nn.Module):
 
     precision = ""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products,
+                 persistent: bool = True) -> None:
         super().__init__()
         self.out_features, self.in_features = weight.shape
         self.products = products
-        self.register_buffer("bias", None if bias is None else bias.detach())
+        self.register_buffer("bias", None if bias is None else bias.detach(), persistent)
         self._prepared: dict[str, object] = {}
-        self._pairs: dict[tuple[int, ...], PlannedPair] = {}
+        self._pairs: dict[tuple[int, ...], tuple[tuple[int, ...], PlannedPair]] = {}
+        #: Counts the changes of the weights (``.to()``, ``load_state_dict``): a pair made before is made again.
+        self.generation = 0
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, precision={self.precision}"
@@ -102,9 +105,17 @@ class PlannedLinear(nn.Module):
         return self.products.kernels[kernel].product(x, self.prepared(kernel))
 
     def _apply(self, fn, recurse=True):  # moved or cast (``.to()``): prepared again on first use
-        self._prepared.clear()
-        self._pairs.clear()
+        self.refresh()
         return super()._apply(fn, recurse)
+
+    def _load_from_state_dict(self, *args):  # new weights (``load_state_dict``): likewise
+        super()._load_from_state_dict(*args)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Forget the prepared weights (the weights changed): made again on first use."""
+        self._prepared.clear()
+        self.generation += 1
 
     def batched_rows(self) -> int:
         """Up to how many rows a step product of several directions runs as one batched product (0: never)."""
@@ -112,10 +123,11 @@ class PlannedLinear(nn.Module):
 
     def pair(self, linears: Sequence[PlannedLinear]) -> PlannedPair:
         """:class:`PlannedPair` of ``linears`` (this one first), made once."""
-        key = tuple(id(linear) for linear in linears)
-        if key not in self._pairs:
-            self._pairs[key] = PlannedPair(linears)
-        return self._pairs[key]
+        key, generations = tuple(id(linear) for linear in linears), tuple(linear.generation for linear in linears)
+        kept = self._pairs.get(key)
+        if kept is None or kept[0] != generations:
+            kept = self._pairs[key] = (generations, PlannedPair(linears))
+        return kept[1]
 
 
 @planned("float32")
@@ -123,9 +135,10 @@ class ExactLinear(PlannedLinear):
     """Exact float32: ``torch.mm`` on ``W^T`` (a view, or a contiguous copy) or oneDNN with ``W`` prepacked,
     as the plan picks per row class; the directions' small step products batched."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
-        super().__init__(weight, bias, products)
-        self.register_buffer("weight", weight.detach())
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products,
+                 persistent: bool = True) -> None:
+        super().__init__(weight, bias, products, persistent)
+        self.register_buffer("weight", weight.detach(), persistent)
 
     def batched_rows(self) -> int:
         batches = not self.products.forced and self.weight.dtype == torch.float32
@@ -140,7 +153,8 @@ class BFloat16Linear(PlannedLinear):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
         super().__init__(weight, bias, products)
         self.register_buffer("weight", weight.detach())
-        self.exact = ExactLinear(weight, bias, products.exact) if products.plan.autotune else None
+        # the same weight's storage, not in state dicts (reloaded through this one's)
+        self.exact = ExactLinear(weight, bias, products.exact, persistent=False) if products.plan.autotune else None
 
     def affine(self, x, bias, out=None):
         if self.exact is not None and self.products.runs_exact(x, self.weight):
@@ -170,8 +184,21 @@ class Int8Linear(PlannedLinear):
         self.weight = torch.empty(weight.shape, device="meta")  # the shape the plan decides by; no storage
 
     def _apply(self, fn, recurse=True):  # the int8 copy is the only one: kept as it is (int8 runs on the CPU)
-        self._pairs.clear()
+        self.generation += 1
         return nn.Module._apply(self, fn, recurse)
+
+    def _load_from_state_dict(self, state_dict, prefix, metadata, strict, missing, unexpected, errors):
+        key = prefix + "weight"  # an nn.Linear's float weight: not kept, quantized again
+        weight = state_dict.get(key)
+        nn.Module._load_from_state_dict(self, {k: v for k, v in state_dict.items() if k != key}, prefix, metadata,
+                                        strict, missing, unexpected, errors)
+        if weight is None:
+            missing.extend([key] if strict else [])
+        elif tuple(weight.shape) != self.shape:
+            errors.append(f"size mismatch for {key}: {tuple(weight.shape)} given, {self.shape} here")
+        else:
+            self.refresh()
+            self._prepared[self.products.plan.spec.quantized_kernel] = quantize_int8(weight.detach().float().cpu())
 
 
 def weight_product(weight: torch.Tensor, products: Products) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -31,8 +31,11 @@ class TokenCache:
         self.hits = self.misses = 0
 
     def check_weights(self, encoder: torch.nn.Module, precision: torch.dtype | None = None) -> None:
+        # its parameters, a planned model's buffers and planned linears' generations (int8: reloaded weights)
         fingerprint = (id(encoder), precision,
-                       *((p.data_ptr(), p._version, p.dtype, p.device) for p in encoder.parameters()))
+                       *((p.data_ptr(), p._version, p.dtype, p.device) for p in (*encoder.parameters(),
+                                                                                  *encoder.buffers())),
+                       *(getattr(m, "generation", 0) for m in encoder.modules()))
         if fingerprint != self._fingerprint:
             self.clear()
             self._fingerprint = fingerprint

@@ -259,7 +259,7 @@ def load_task(directory: str | os.PathLike, bilm: "BiLMSource | None" = None, pr
         cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found,
                            context=saved["options"].get("bilm_context") or "line",
                            max_tokens=saved["bilm"].get("max_tokens", 100),
-                           plan=plan)
+                           plan=plan, plan_in_place=True)  # loaded here for its layers alone
     model = build_model(config, torch.from_numpy(static.vectors) if static else None)
     try:
         model.load_state_dict(load_file(str(d / WEIGHTS_NAME)))

@@ -163,7 +163,8 @@ def _load_features(options: TrainOptions, bilm: BiLMSource, static_source, data:
     bilm_model = bilm.load()
     fingerprint, max_tokens = bilm_fingerprint(bilm_model), bilm.max_tokens()
     cache = LayerCache(bilm_model, progress=options.progress, cache_dir=options.cache_dir, fingerprint=fingerprint,
-                       context=options.bilm_context, max_tokens=max_tokens, plan=options.plan())
+                       context=options.bilm_context, max_tokens=max_tokens, plan=options.plan(),
+                       plan_in_place=True)  # loaded here for its layers alone
     return _Features(static, bilm_model, fingerprint, max_tokens, cache)
 
 
