@@ -47,7 +47,8 @@ class TokenEncoder(nn.Module):
     def __init__(self, config: CharCNNConfig, projection_dim: int) -> None:
         super().__init__()
         self.config = config
-        self.char_embedding = nn.Embedding(N_CHAR_IDS, config.embedding_dim, padding_idx=0)
+        self.char_embedding = nn.Embedding(N_CHAR_IDS, config.embedding_dim, padding_idx=0,
+                                           _weight=_initial_char_embedding(N_CHAR_IDS, config.embedding_dim))
         self.convolutions = nn.ModuleList(
             nn.Conv1d(config.embedding_dim, n_maps, kernel_size=width) for width, n_maps in config.filters
         )
@@ -114,6 +115,16 @@ def _fused(convolutions: torch.nn.ModuleList, products: Products):
     filter groups and widest width."""
     weight, bias, groups = padded_conv_weights(convolutions)
     return weight_product(weight, products), bias, groups, max(width for _, _, width in groups)
+
+
+def _initial_char_embedding(n: int, dim: int) -> torch.Tensor:
+    """``nn.Embedding``'s initialisation (N(0, 1), the padding row 0), skipped on the ``meta`` device (a model
+    about to be loaded), where ``normal_`` would import ``torch._dynamo`` (~70 MB resident)."""
+    weight = torch.empty(n, dim)
+    if weight.device.type != "meta":
+        nn.init.normal_(weight)
+        weight[0].zero_()
+    return weight
 
 
 def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.ModuleList, char_ids: torch.Tensor,
