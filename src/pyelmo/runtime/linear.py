@@ -1,18 +1,12 @@
 """Planned linear layers: an ``nn.Linear``'s ``x W^T + b`` as an execution plan runs it.
 
-Applying a plan swaps them in for a model's ``nn.Linear`` s once, at load (:func:`swap_linears`), the way
+Applying a plan swaps them in for a model's ``nn.Linear`` s once, at load (:func:`swap_linears`), as
 ``torch.ao.quantization.quantize_dynamic`` swaps in its dynamic linears: the model's code does not change,
-and an un-swapped ``nn.Linear`` is the differentiable path. Each class is one precision and owns its
-prepared weight (made once, for the kernels the plan picks per row class:
-:class:`pyelmo.runtime.products.Products`):
-
-- :class:`ExactLinear`: float32, ``torch.mm`` on ``W^T`` or oneDNN prepacked;
-- :class:`BFloat16Linear`: bfloat16 inputs and weights, float32 sums (exact where autotune measured it faster);
-- :class:`Int8Linear`: int8 weights and inputs (only the int8 copy of ``W`` is kept).
-
-A new precision or engine is one new class, registered by :func:`planned` under the name the plan's
-:meth:`~pyelmo.runtime.products.Products.precision_of` gives. :func:`paired` runs the same product of
-a level's directions, each on its own rows: small step products as one batched product.
+and an un-swapped ``nn.Linear`` is the differentiable path. Each class is one precision owning its prepared
+weight (for the kernels :class:`pyelmo.runtime.products.Products` picks per row class): :class:`ExactLinear`
+(float32), :class:`BFloat16Linear`, :class:`Int8Linear` (only the int8 copy of ``W`` kept). A new precision
+or engine is one new class, registered by :func:`planned`. :func:`paired` runs the same product of a level's
+directions, each on its own rows: small step products as one batched product.
 """
 
 from __future__ import annotations
