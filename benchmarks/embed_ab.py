@@ -14,7 +14,11 @@ its defaults, a fresh embedder each round) and ``bN`` (``make_sentences`` in bat
 ``--plan`` sets the package layout's execution plan and ``--precision int8`` its int8 mode; a flat-layout
 tree runs its own default.
 
+A tree given more than once runs in as many workers, and a last table pools each tree's rounds (one
+worker process's speed varies with its placement: compare trees over several workers each).
+
     python benchmarks/embed_ab.py --src /tmp/old/src --src src --config small --workload b1 --threads 1
+    python benchmarks/embed_ab.py --src /tmp/old/src --src src --src /tmp/old/src --src src --workload b1
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trees import PLANS, TreeWorker, embedder_options, inference_options, interleaved, pyelmo_names, serve  # noqa: E402
+from trees import PLANS, TreeWorker, by_tree, embedder_options, inference_options, interleaved, pyelmo_names, serve  # noqa: E402
 
 
 def worker(config: str, workload: str, sentences: int, threads: int, plan: str, precision: str) -> None:
@@ -135,6 +139,13 @@ def main() -> None:
                   f"    CPU {cpu:.3f} s (min {min(s['cpu'] for s in rounds):.3f}), wall "
                   f"{statistics.median(s['wall'] for s in rounds):.3f} s, {ref_cpu / cpu:.3f}x the first by CPU; "
                   f"max diff vs the first {diff:.2e}")
+        pooled = by_tree(args.src, samples)
+        if len(pooled) < len(args.src):
+            first_cpu = statistics.median(s["cpu"] for s in pooled[args.src[0]])
+            print("  pooled per tree (all its workers' rounds):")
+            for src, rounds in pooled.items():
+                cpu = statistics.median(s["cpu"] for s in rounds)
+                print(f"    {src}: CPU {cpu:.3f} s median of {len(rounds)} rounds, {first_cpu / cpu:.3f}x the first")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ figure to compare on a shared, loaded machine. Each tree's losses are compared w
 tree's (max abs difference over the timed steps): with ``--dropout 0`` the same math up to the order
 of float32 sums; with dropout, revisions may draw the masks in another order.
 
+A tree given more than once runs in as many workers, pooled per tree at the end.
+
     python benchmarks/train_ab.py --src /tmp/old/src --src src --config small --steps 3 --rounds 5
 """
 
@@ -26,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import CONFIGS, config_file  # noqa: E402
-from trees import TreeWorker, pyelmo_names, serve  # noqa: E402
+from trees import TreeWorker, by_tree, pyelmo_names, serve  # noqa: E402
 
 PRODUCTS = ("plain", "fused", "onednn")  # train.products in both layouts
 
@@ -130,6 +132,12 @@ def main() -> None:
               f"CPU {statistics.median(s['cpu'] for s in rounds):.2f} s / wall "
               f"{statistics.median(s['wall'] for s in rounds):.2f} s per round (median); last loss {losses[-1]:.4f}, "
               f"max loss diff vs the first {diff:.2e}")
+    pooled = by_tree(args.src, samples)
+    if len(pooled) < len(args.src):  # a tree given several times: its workers' rounds together
+        print("  pooled per tree:")
+        for src, rounds in pooled.items():
+            print(f"    {src}: {rate(rounds):.0f} tokens/CPU-s over {len(rounds)} rounds, "
+                  f"{rate(rounds) / rate(pooled[args.src[0]]):.3f}x the first")
 
 
 if __name__ == "__main__":

@@ -129,6 +129,15 @@ def serve(handle: Callable[[dict], dict]) -> None:
         out.flush()
 
 
+def by_tree(srcs: list[str], samples: list[list[dict]]) -> dict[str, list[dict]]:
+    """Every round of each tree, its workers' pooled (a tree given several times with ``--src`` runs in
+    several worker processes: one process's speed varies with its placement, by up to ~10% at batch 1)."""
+    pooled: dict[str, list[dict]] = {}
+    for src, rounds in zip(srcs, samples):
+        pooled.setdefault(src, []).extend(rounds)
+    return pooled
+
+
 def interleaved(workers: list[JsonWorker], rounds: int, **cmd) -> list[list[dict]]:
     """``rounds`` rounds of ``cmd``, the workers taking turns within each; each worker's answers."""
     samples: list[list[dict]] = [[] for _ in workers]

@@ -25,7 +25,6 @@ from pyelmo.runtime import autotune
 from pyelmo.runtime.linear import PlannedLinear
 from pyelmo.runtime.plan import ROW_CLASSES, ExecutionPlan
 from pyelmo.runtime.precision import DEFAULT
-from pyelmo.runtime.precision import DEFAULT
 from pyelmo.runtime.products import PLAIN, Products
 from pyelmo.runtime.rows import PackedRows
 
