@@ -144,3 +144,23 @@ def test_an_int8_planned_bilm_refuses_a_state_dict_without_its_float_weights(tin
         planned.load_state_dict({k: v for k, v in state.items() if k != "directions.0.0.input_gates.weight"})
     with pytest.raises(RuntimeError, match="size mismatch for directions.0.0.input_gates.weight"):
         planned.load_state_dict({**state, "directions.0.0.input_gates.weight": torch.zeros(3, 3)})
+
+
+
+@pytest.mark.parametrize("plan", [ExecutionPlan(kernels="onednn"), ExecutionPlan(precision="int8", int8_min_weight=0)])
+def test_an_elmo_that_has_run_copies_and_the_copy_gives_the_same_bits(tiny_model, tmp_path, plan):
+    import copy
+
+    from pyelmo.embedding.elmo import Elmo
+    from pyelmo.modelio.weights import save_pretrained
+
+    if plan.kernels == "onednn" and not plan.onednn:
+        pytest.skip("no oneDNN in this torch build")
+    elmo = Elmo(str(save_pretrained(tiny_model, tmp_path / "m")), None, 1, dropout=0.0,
+                options=RunOptions.inference(plan))
+    ids = batch_to_ids(SENTENCES)
+    with torch.no_grad():
+        before = elmo(ids)["elmo_representations"][0]  # prepares (oneDNN: packs) every weight
+        copied = copy.deepcopy(elmo)  # oneDNN's packed weights are opaque tensors: not copied, packed again
+        assert torch.equal(copied(ids)["elmo_representations"][0], before)
+        assert torch.equal(elmo(ids)["elmo_representations"][0], before)

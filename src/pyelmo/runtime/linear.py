@@ -1,13 +1,9 @@
-"""Planned linear layers: an ``nn.Linear``'s ``x W^T + b`` as an execution plan runs it.
-
-Applying a plan swaps them in for a model's ``nn.Linear`` s once, at load (:func:`swap_linears`), as
-``torch.ao.quantization.quantize_dynamic`` swaps in its dynamic linears: the model's code does not change,
-and an un-swapped ``nn.Linear`` is the differentiable path. Each class is one precision owning its prepared
-weight (for the kernels :class:`pyelmo.runtime.products.Products` picks per row class): :class:`ExactLinear`
-(float32), :class:`BFloat16Linear`, :class:`Int8Linear` (only the int8 copy of ``W`` kept). A new precision
-or engine is one new class, registered by :func:`planned`. :func:`paired` runs the same product of a level's
-directions, each on its own rows: small step products as one batched product.
-"""
+"""Planned linear layers: an ``nn.Linear``'s ``x W^T + b`` as an execution plan runs it, swapped in for a
+model's ``nn.Linear`` s once, at load (:func:`swap_linears`), as ``torch.ao.quantization.quantize_dynamic``
+swaps its dynamic linears: the model's code does not change; an ``nn.Linear`` is the differentiable path.
+One class per precision, owning its prepared weight (for the kernels :class:`~pyelmo.runtime.products.Products`
+picks per row class), registered by :func:`planned`: a new precision or engine is one new class.
+:func:`paired` runs the same product of a level's directions, each on its own rows."""
 
 from __future__ import annotations
 
@@ -101,6 +97,12 @@ class PlannedLinear(nn.Module):
     def _apply(self, fn, recurse=True):  # moved or cast (``.to()``): prepared again on first use
         self.refresh()
         return super()._apply(fn, recurse)
+
+    def __getstate__(self):  # copied or pickled: oneDNN's packed weights (opaque tensors) are prepared again
+        state = super().__getstate__()
+        state["_prepared"] = {k: v for k, v in self._prepared.items() if not getattr(v, "is_mkldnn", False)}
+        state["_pairs"] = {}
+        return state
 
     def _load_from_state_dict(self, *args):  # new weights (``load_state_dict``): likewise
         super()._load_from_state_dict(*args)
@@ -228,10 +230,8 @@ def swap_linears(model: nn.Module, products: Products,
 
 
 class PlannedPair:
-    """The same product of a level's directions ``d``, each on its own rows ``x[d]`` (``x (D, n, in)``).
-
-    Steps of at most :meth:`PlannedLinear.batched_rows` rows per direction run as one batched product
-    on the weights' stacked ``W^T`` (made here, once); larger ones direction by direction."""
+    """The same product of a level's directions ``d``, each on its own rows ``x[d]`` (``x (D, n, in)``): steps of at
+    most :meth:`PlannedLinear.batched_rows` rows as one batched product on the stacked ``W^T``, larger ones apart."""
 
     def __init__(self, linears: Sequence[PlannedLinear]) -> None:
         self.linears = list(linears)
