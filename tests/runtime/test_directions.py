@@ -1,5 +1,5 @@
 """The order of a level's two directions in the packed loop (``ExecutionPlan.level_order``, run by
-``modeling.lstm.run_level`` as ``runtime.backends.Inference.level_order`` says): together or one after
+the level module ``modeling.lstm.planned_level`` gives it): together or one after
 the other compute the same; under autotune the order is timed on the first calls themselves
 (MeasuredChoices.trial) and the faster one kept on disk with the kernel choices; otherwise the plan's
 order runs, untimed."""
@@ -149,3 +149,18 @@ def test_directions_are_validated_and_bad_cached_orders_ignored(cache):
         "directions precision=float32 threads=1 rows=8 lstm=8x16x8": "apart"}}))
     assert autotune.read_choices(path, autotune.machine_key()) == {
         "directions precision=float32 threads=1 rows=8 lstm=8x16x8": "apart"}
+
+
+def test_a_plan_swaps_in_its_level_module_which_holds_no_weights(tiny_model):
+    import copy
+
+    from pyelmo.modeling.lstm import LEVELS, Apart, Measured, Together
+
+    assert set(LEVELS) == {*LEVEL_ORDERS, "autotune"}  # every order a plan may name has its module
+    assert type(tiny_model.level) is Together  # unplanned: the differentiable path's order
+    keys = set(tiny_model.state_dict())
+    for order, kind in [("together", Together), ("apart", Apart), ("autotune", Measured)]:
+        options = RunOptions.inference(ExecutionPlan(level_order=order))
+        planned = copy.deepcopy(tiny_model).apply_plan(options)
+        assert type(planned.level) is kind
+        assert set(planned.state_dict()) == keys  # the same saved names: the level module has no state

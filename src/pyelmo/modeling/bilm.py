@@ -12,7 +12,7 @@ from torch import nn
 from pyelmo.modeling.characters import bos_ids, eos_ids
 from pyelmo.config import ElmoConfig
 from pyelmo.modeling.encoder import TokenEncoder, encode_distinct, padded_conv_weights
-from pyelmo.modeling.lstm import LstmWithProjection, run_level
+from pyelmo.modeling.lstm import Level, LstmWithProjection, Together, planned_level
 from pyelmo.runtime.linear import swap_linears
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.products import Products
@@ -76,6 +76,8 @@ class BiLM(nn.Module):
             for _ in (FORWARD, BACKWARD)
         )
         self.dropout = nn.Dropout(dropout)
+        #: How each level runs its two directions (no weights; a plan swaps in its own, :meth:`apply_plan`).
+        self.level: Level = Together()
         #: The products of the plan applied to this biLM (:meth:`apply_plan`), or None (its ``nn.Linear`` s).
         self.planned_products: Products | None = None
 
@@ -109,8 +111,8 @@ class BiLM(nn.Module):
         return self
 
     def apply_plan(self, options: RunOptions, packed=None) -> BiLM:
-        """Swap in the planned linears of ``options``' execution plan for this biLM's ``nn.Linear`` s, once,
-        at load (:func:`pyelmo.runtime.linear.swap_linears`; int8: only the int8 copies of the weights it
+        """Swap in the planned linears of ``options``' execution plan for this biLM's ``nn.Linear`` s, and its
+        level module (:func:`pyelmo.modeling.lstm.planned_level`), once, at load (:func:`pyelmo.runtime.linear.swap_linears`; int8: only the int8 copies of the weights it
         quantizes are kept; ``packed(name, weight)``: each of them packed, e.g. from the numbers kept on disk,
         :mod:`pyelmo.runtime.int8_cache`). The biLM then runs with ``options`` only; ``load_state_dict`` (an
         unplanned biLM's keys) refreshes the prepared weights (int8: quantized again). For an inference-only
@@ -119,6 +121,7 @@ class BiLM(nn.Module):
         if options.plan is None or self.planned_products is not None:
             raise ValueError("a plan is applied once, to a biLM not planned yet, from inference run options")
         swap_linears(self, options.products, packed)
+        self.level = planned_level(options.plan.level_order, options.products.dtype)
         self.planned_products = options.products
         return self
 
@@ -144,7 +147,7 @@ class BiLM(nn.Module):
             levels, final_h, final_c = [x], [], []
             for l in range(self.config.lstm.n_layers):
                 pair = [self.directions[FORWARD][l], self.directions[BACKWARD][l]]
-                out, h, c = run_level(pair, self.dropout(x), rows, rows.sort(h0[:, l]), rows.sort(c0[:, l]), backend)
+                out, h, c = self.level(pair, self.dropout(x), rows, rows.sort(h0[:, l]), rows.sort(c0[:, l]), backend)
                 if l > 0 and self.config.lstm.use_skip_connections:
                     out = out + x
                 final_h.append(rows.unsort(h))

@@ -10,18 +10,21 @@ bias of +1 is added to ``B`` (once per call, not per step)::
 only the rows still running at each step), for training, evaluation and inference alike: the
 input-to-gate products of a block of steps in one product, then per step the recurrent product,
 :meth:`LstmWithProjection.cell` and the clipped projection, the layers' own linear modules computing
-the products. :func:`run_level` runs a level's two directions in one loop (their step products batched)
-or one after the other. ``nn.Linear`` s run differentiable; a plan applied to the model swapped in its
-planned linears (:mod:`pyelmo.runtime.linear`), and the loop then writes into buffers (``workspace``).
+the products. A :class:`Level` module runs a level's two directions in one loop (their step products
+batched) or one after the other. ``nn.Linear`` s and :class:`Together` run differentiable; a plan applied to
+the model swapped in its planned linears (:mod:`pyelmo.runtime.linear`) and its level module, and the loop
+then writes into buffers (``workspace``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 import torch
 from torch import nn
 
+from pyelmo.runtime import autotune
 from pyelmo.runtime.backends import Backend, Workspace
 from pyelmo.runtime.linear import paired
 from pyelmo.runtime.rows import PackedRows
@@ -72,20 +75,6 @@ class LstmWithProjection(nn.Module):
         return h.clamp_(-self.proj_clip, self.proj_clip) if inplace else h.clamp(-self.proj_clip, self.proj_clip)
 
 
-def run_level(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
-              h: torch.Tensor, c: torch.Tensor, backend: Backend) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`run_lstm` over a level's directions together (one loop), or one after the other, as the
-    backend's plan says (:meth:`pyelmo.runtime.backends.Inference.level_order`)."""
-    first = layers[0]
-    shape = (inputs.shape[-1], first.dim, first.projection_dim)
-    with backend.level_order(rows, shape, inputs.device) as order:
-        if order == "together":
-            return run_lstm(layers, inputs, rows, h, c, backend.workspace, backend.gate_chunk_rows)
-        each = [run_lstm([layer], inputs[d : d + 1], rows, h[d : d + 1], c[d : d + 1], backend.workspace,
-                         backend.gate_chunk_rows) for d, layer in enumerate(layers)]
-        return tuple(torch.cat(parts) for parts in zip(*each))
-
-
 def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
              h: torch.Tensor, c: torch.Tensor, workspace: Workspace | None = None,
              chunk_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -124,3 +113,57 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
     final_h = torch.cat([h, *reversed(ended_h)], dim=1)
     final_c = torch.cat([c, *reversed(ended_c)], dim=1)
     return (out if inplace else torch.cat(outputs, dim=1)), final_h, final_c
+
+
+class Level(nn.Module):
+    """How a level's two directions (``layers``, one per direction) run :func:`run_lstm`: an execution variant
+    without weights, swapped in by a plan with its planned linears (:func:`planned_level`)."""
+
+    def forward(self, layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
+                h: torch.Tensor, c: torch.Tensor, backend: Backend) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
+class Together(Level):
+    """Both directions in one loop, their step products batched (the differentiable path, and the plans' default)."""
+
+    def forward(self, layers, inputs, rows, h, c, backend):
+        return run_lstm(layers, inputs, rows, h, c, backend.workspace, backend.gate_chunk_rows)
+
+
+class Apart(Level):
+    """One direction after the other (a plan's choice where one direction's products run faster alone)."""
+
+    def forward(self, layers, inputs, rows, h, c, backend):
+        each = [run_lstm([layer], inputs[d : d + 1], rows, h[d : d + 1], c[d : d + 1], backend.workspace,
+                         backend.gate_chunk_rows) for d, layer in enumerate(layers)]
+        return tuple(torch.cat(parts) for parts in zip(*each))
+
+
+class Measured(Level):
+    """An autotuned plan's order: per row class the one measured faster on this CPU, timed on the first calls
+    themselves (:func:`pyelmo.runtime.autotune.level_order`), then kept with the kernel choices."""
+
+    def __init__(self, dtype: torch.dtype | None) -> None:
+        super().__init__()
+        self.dtype, self.orders = dtype, {"together": Together(), "apart": Apart()}
+
+    def forward(self, layers, inputs, rows, h, c, backend):
+        if inputs.device.type != "cpu":
+            return self.orders["together"](layers, inputs, rows, h, c, backend)
+        shape = (inputs.shape[-1], layers[0].dim, layers[0].projection_dim)
+        order, timed = autotune.level_order(rows.batch, shape, self.dtype)
+        start = time.perf_counter()
+        result = self.orders[order](layers, inputs, rows, h, c, backend)
+        if timed is not None:
+            timed((time.perf_counter() - start) / max(rows.n_packed, 1))
+        return result
+
+
+#: The level module of each of a plan's ``level_order`` values (:data:`pyelmo.runtime.plan.LEVEL_ORDERS`, autotune).
+LEVELS = {"together": Together, "apart": Apart, "autotune": Measured}
+
+
+def planned_level(level_order: str, dtype: torch.dtype | None) -> Level:
+    """The level module of a plan's ``level_order`` (``dtype``: its products' precision, which autotune measures in)."""
+    return Measured(dtype) if level_order == "autotune" else LEVELS[level_order]()

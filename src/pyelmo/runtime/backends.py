@@ -7,16 +7,14 @@ the model's own linear modules; a backend says how the model runs around them:
   fused convolution's product (``torch``, or their ``trained_linear``'s).
 - :class:`Inference`: no autograd; the model with an execution plan applied (its planned linears,
   :mod:`pyelmo.runtime.linear`), the loop writing into buffers kept from call to call
-  (:attr:`Inference.workspace`); the plan says whether a level's two directions run together or one after
-  the other (:meth:`Inference.level_order`).
+  (:attr:`Inference.workspace`); whether a level's two directions run together or one after the other is
+  the plan's level module, swapped in with its linears (:class:`pyelmo.modeling.lstm.Level`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import time
-from typing import Callable, ContextManager, Iterator, Protocol
+from typing import Callable, Protocol
 
 import torch
 from torch import nn
@@ -26,7 +24,6 @@ from pyelmo.runtime.linear import PlannedLinear
 from pyelmo.runtime.plan import ROW_CLASSES, ExecutionPlan
 from pyelmo.runtime.precision import DEFAULT
 from pyelmo.runtime.products import PLAIN, Products
-from pyelmo.runtime.rows import PackedRows
 
 #: Packed rows (token positions of one direction) per input-to-gate product in the inference loop.
 INPUT_GATE_CHUNK_ROWS = 512
@@ -39,8 +36,6 @@ class Backend(Protocol):
     gate_chunk_rows: int | None
     products: Products
     workspace: Workspace | None
-
-    def level_order(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> ContextManager[str]: ...
 
 
 class Differentiable:
@@ -56,10 +51,6 @@ class Differentiable:
 
     def __repr__(self) -> str:
         return f"Differentiable({self.products!r}, fused_conv={self.fused_conv})"
-
-    def level_order(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> ContextManager[str]:
-        """A level's directions run together (one loop, both directions' products batched)."""
-        return contextlib.nullcontext("together")
 
 
 class Workspace:
@@ -103,23 +94,6 @@ class Inference:
         """``build()``: a copy of ``model`` with this plan applied, made once and kept while ``model``'s
         parameters are unchanged (for a model run here that its owner did not plan)."""
         return self.products.derived(model, build)
-
-    @contextlib.contextmanager
-    def level_order(self, rows: PackedRows, shape: tuple[int, int, int], device: torch.device) -> Iterator[str]:
-        """How a level of ``shape`` ``(input dim, cell dim H, projection dim P)`` runs its two directions
-        over ``rows`` (``"together"`` or ``"apart"``), for the ``with`` block that runs it; an autotuned
-        plan times the block (per packed row) while it measures the orders."""
-        if self.plan.level_order != "autotune":
-            yield self.plan.level_order
-            return
-        if device.type != "cpu":
-            yield "together"
-            return
-        order, timed = autotune.level_order(rows.batch, shape, self.products.dtype)
-        start = time.perf_counter()
-        yield order
-        if timed is not None:
-            timed((time.perf_counter() - start) / max(rows.n_packed, 1))
 
     def explain(self, products: dict[str, nn.Module | torch.Tensor], step: set[str],
                 shape: tuple[int, int, int]) -> dict:
