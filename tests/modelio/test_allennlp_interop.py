@@ -361,3 +361,11 @@ def test_long_token_is_cut_and_padding_tokens_are_zeros():
     assert ids.shape == (2, 2, 50)
     assert ids[0, 0].tolist() == [259] + [98] * 48 + [260]
     assert ids[0, 1].tolist() == [0] * 50
+
+
+def test_a_key_allennlps_elmo_has_no_counterpart_for_is_refused():
+    own = Elmo(BiLM(pyelmo.preset("small")), None, 1).state_dict()
+    assert to_allennlp(own)  # every key of pyelmo's Elmo has one
+    for extra in ["bilm.directions.0.1.cell_norm.weight", "bilm.something_new"]:
+        with pytest.raises(StateDictError, match=re.escape(extra)):
+            to_allennlp({**own, extra: torch.zeros(3)})

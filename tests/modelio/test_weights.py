@@ -142,3 +142,11 @@ def test_released_original_size_builds_saves_loads_and_embeds(tmp_path):
         a, b = model(ids).layers, again(ids).layers
     assert a.shape == (3, 1, 3, 1024)
     assert torch.equal(a, b)
+
+
+def test_a_parameter_the_bilm_tf_layout_has_no_dataset_for_is_refused_before_writing(reference, tmp_path):
+    model = load_bilm_hdf5(reference.options, reference.weights)
+    model.directions[0][1].extra = torch.nn.Parameter(torch.zeros(3))  # a new part of the cell, say
+    with pytest.raises(WeightFileError, match=r"no dataset for directions\.0\.1\.extra"):
+        save_bilm_hdf5(model, tmp_path / "options.json", tmp_path / "weights.hdf5")
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -164,7 +164,8 @@ def _check(expected: Mapping[str, tuple[int, ...]], state_dict: Mapping, strict:
 
 
 def to_allennlp(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A ``pyelmo.Elmo`` state dict in AllenNLP ``Elmo``'s key names and layout (the inverse)."""
+    """A ``pyelmo.Elmo`` state dict in AllenNLP ``Elmo``'s key names and layout (the inverse); a key AllenNLP's
+    ELMo has no counterpart for is refused (:class:`StateDictError`)."""
     out: dict[str, torch.Tensor] = {}
     highways: dict[str, dict[str, torch.Tensor]] = {}
     for key, value in state_dict.items():
@@ -181,7 +182,8 @@ def to_allennlp(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tenso
             highways.setdefault(f"{_ENCODER}_highways._layers.{m.group(1)}.{m.group(3)}", {})[m.group(2)] = value
         elif m := re.fullmatch(r"bilm\.token_encoder\.projection\.(weight|bias)", key):
             out[f"{_ENCODER}_projection.{m.group(1)}"] = value
-        elif m := re.fullmatch(r"bilm\.directions\.([01])\.(\d+)\.(\w+)\.(weight|bias)", key):
+        elif m := re.fullmatch(r"bilm\.directions\.([01])\.(\d+)\.(input_gates|state_gates|projection)\.(weight|bias)",
+                               key):
             d, layer, part, kind = m.groups()
             base = f"{_LSTM}{'forward' if d == '0' else 'backward'}_layer_{layer}"
             if part == "projection":
@@ -194,6 +196,8 @@ def to_allennlp(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tenso
                 bias = value.clone()
                 bias[2 * len(bias) // 4: 3 * len(bias) // 4] += FORGET_BIAS
                 out[f"{base}.state_linearity.bias"] = _swap_j_f(bias)
+        else:  # a part AllenNLP's ELMo does not have (its values would be lost, or land on another's name)
+            raise StateDictError(f"{key!r} has no counterpart in AllenNLP's ELMo")
     for key, parts in highways.items():
         out[key] = torch.cat([parts["transform"], -parts["carry"]], dim=0)
     return out

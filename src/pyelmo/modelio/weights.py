@@ -76,6 +76,17 @@ def _hdf5_layout(model: BiLM) -> Iterator[tuple[str, torch.Tensor, str]]:
             yield f"{_cell(d, l)}/W_P_0", layer.projection.weight, "T"
 
 
+def _full_layout(model: BiLM) -> list[tuple[str, torch.Tensor, str]]:
+    """:func:`_hdf5_layout`, checked to place every parameter of ``model``: one the released layout has no
+    dataset for (a new part of the cell, say) would be silently lost by writing or left unread by reading."""
+    layout = list(_hdf5_layout(model))
+    placed = {id(t) for _, target, _ in layout for t in (target if isinstance(target, tuple) else (target,))}
+    if unplaced := [name for name, p in model.named_parameters() if id(p) not in placed]:
+        raise WeightFileError(f"the bilm-tf weight layout has no dataset for {', '.join(unplaced[:3])}"
+                              f"{' ...' if len(unplaced) > 3 else ''}: keep this model in pyelmo's own format")
+    return layout
+
+
 def _to_file_layout(tensor, how: str) -> np.ndarray:
     if how == "W0":
         return torch.cat([tensor[0], tensor[1]], dim=1).t().detach().cpu().numpy()
@@ -96,12 +107,13 @@ def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike) -> BiLM:
     config = load_options(options_file)
     weight_file = _readable_file(weight_file, "weight file")
     model = BiLM(config)
+    layout = _full_layout(model)
     try:
         handle = h5py.File(weight_file, "r")
     except OSError as exc:
         raise WeightFileError(f"weight file {weight_file} is not a readable HDF5 file ({exc})") from None
     with handle, torch.no_grad():
-        for name, target, how in _hdf5_layout(model):
+        for name, target, how in layout:
             try:  # a corrupt file fails here, inside h5py's structure reads, with RuntimeError or OSError
                 dataset = handle[name] if name in handle else None
             except (OSError, RuntimeError, KeyError, ValueError) as exc:
@@ -144,10 +156,10 @@ def save_bilm_hdf5(model: BiLM, options_file: PathLike, weight_file: PathLike) -
     """Write ``model`` as a released options JSON and bilm-tf weight HDF5 file (atomically)."""
     import h5py
 
-    weight_file = Path(weight_file)
+    weight_file, layout = Path(weight_file), _full_layout(model)
     with atomic_writer(weight_file) as tmp:
         with h5py.File(tmp, "w") as out:
-            for name, tensor, how in _hdf5_layout(model):
+            for name, tensor, how in layout:
                 out.create_dataset(name, data=_to_file_layout(tensor, how).astype(np.float32))
         write_text_atomic(options_file, model.config.to_json() + "\n")
 
