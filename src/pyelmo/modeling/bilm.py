@@ -70,7 +70,8 @@ class BiLM(nn.Module):
         self.token_encoder = TokenEncoder(config.char_cnn, lstm.projection_dim)
         self.directions = nn.ModuleList(
             nn.ModuleList(
-                LstmWithProjection(lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.cell_clip, lstm.proj_clip)
+                LstmWithProjection(lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.cell_clip, lstm.proj_clip,
+                                   lstm.layer_norm)
                 for _ in range(lstm.n_layers)
             )
             for _ in (FORWARD, BACKWARD)
