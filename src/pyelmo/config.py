@@ -42,7 +42,6 @@ class LSTMConfig:
     cell_clip: float | None = 3.0
     proj_clip: float | None = 3.0
     use_skip_connections: bool = True
-    layer_norm: bool = False  # LN(c) in the cell's output (LN-LSTM); off in every released model
 
 
 @dataclass(frozen=True)
@@ -108,14 +107,12 @@ class ElmoConfig:
                 raise ConfigError(f"config: lstm.{name} must be a positive number or null, got {value!r}")
         if not isinstance(lstm.use_skip_connections, bool):
             raise ConfigError("config: lstm.use_skip_connections must be true or false")
-        if not isinstance(lstm.layer_norm, bool):
-            raise ConfigError("config: lstm.layer_norm must be true or false")
 
     # -- released options JSON ------------------------------------------------------------
     def to_options(self) -> dict[str, Any]:
         """The released options-JSON dictionary (bilm-tf / AllenNLP format)."""
         c, lstm = self.char_cnn, self.lstm
-        options = {
+        return {
             "lstm": {
                 "use_skip_connections": lstm.use_skip_connections,
                 "projection_dim": lstm.projection_dim,
@@ -133,9 +130,6 @@ class ElmoConfig:
                 "max_characters_per_token": c.max_characters_per_token,
             },
         }
-        if lstm.layer_norm:  # written only when on: released options (and fingerprints) unchanged
-            options["lstm"]["layer_norm"] = True
-        return options
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "ElmoConfig":
@@ -149,7 +143,6 @@ class ElmoConfig:
                 cell_clip=lstm_o.get("cell_clip"),
                 proj_clip=lstm_o.get("proj_clip"),
                 use_skip_connections=lstm_o.get("use_skip_connections", False),
-                layer_norm=lstm_o.get("layer_norm", False),
             )
             filters = tuple(tuple(f) for f in cnn_o["filters"])
             char_cnn = CharCNNConfig(

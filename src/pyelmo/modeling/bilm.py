@@ -70,8 +70,7 @@ class BiLM(nn.Module):
         self.token_encoder = TokenEncoder(config.char_cnn, lstm.projection_dim)
         self.directions = nn.ModuleList(
             nn.ModuleList(
-                LstmWithProjection(lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.cell_clip, lstm.proj_clip,
-                                   lstm.layer_norm)
+                LstmWithProjection(lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.cell_clip, lstm.proj_clip)
                 for _ in range(lstm.n_layers)
             )
             for _ in (FORWARD, BACKWARD)

@@ -6,8 +6,6 @@ bias of +1 is added to ``B`` (once per call, not per step)::
     c = sigmoid(f + 1) * c_prev + sigmoid(i) * tanh(j);   c = clip(c, cell_clip)
     h = (sigmoid(o) * tanh(c)) W_P;                        h = clip(h, proj_clip)
 
-With ``layer_norm`` (off by default), ``h`` reads ``tanh(LN(c))`` (LN-LSTM, Ba et al. 2016); ``c`` carries on unnormalised.
-
 :func:`run_lstm` is the one time loop, over packed rows (:class:`pyelmo.runtime.rows.PackedRows`:
 only the rows still running at each step), for training, evaluation and inference alike: the
 input-to-gate products of a block of steps in one product, then per step the recurrent product,
@@ -22,7 +20,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from pyelmo.runtime.backends import Backend, Workspace
@@ -36,14 +33,13 @@ class LstmWithProjection(nn.Module):
     """One direction of one biLM layer."""
 
     def __init__(self, input_dim: int, dim: int, projection_dim: int,
-                 cell_clip: float | None, proj_clip: float | None, layer_norm: bool = False) -> None:
+                 cell_clip: float | None, proj_clip: float | None) -> None:
         super().__init__()
         self.dim, self.projection_dim = dim, projection_dim
         self.cell_clip, self.proj_clip = cell_clip, proj_clip
         self.input_gates = nn.Linear(input_dim, 4 * dim)  # W_0[:input_dim], B
         self.state_gates = nn.Linear(projection_dim, 4 * dim, bias=False)  # W_0[input_dim:]
         self.projection = nn.Linear(dim, projection_dim, bias=False)  # W_P_0
-        self.cell_norm = nn.LayerNorm(dim) if layer_norm else None  # LN(c) before the output's tanh
 
     def gate_bias(self) -> torch.Tensor:
         """``B`` with the forget bias added to the f block."""
@@ -51,11 +47,11 @@ class LstmWithProjection(nn.Module):
         forget[2 * self.dim : 3 * self.dim] = FORGET_BIAS
         return self.input_gates.bias + forget
 
-    def cell(self, gates: torch.Tensor, c_prev: torch.Tensor, inplace: bool = False,
-             norm=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def cell(self, gates: torch.Tensor, c_prev: torch.Tensor,
+             inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``.
 
-        ``norm``: the level's :func:`cell_norm` (``tanh(LN(c))``), or None. ``inplace`` (no autograd; the inference backend's buffers): ``gates`` and ``c_prev`` are
+        ``inplace`` (no autograd; the inference backend's buffers): ``gates`` and ``c_prev`` are
         overwritten, ``c_prev`` becoming ``c``; the same operations, without new buffers.
         """
         def out(buffer: torch.Tensor) -> torch.Tensor | None:
@@ -67,24 +63,13 @@ class LstmWithProjection(nn.Module):
         c = torch.addcmul(c, i, cell_input, out=out(c))  # sigmoid(f + 1) c_prev + sigmoid(i) tanh(j)
         if self.cell_clip is not None:
             c = torch.clamp(c, -self.cell_clip, self.cell_clip, out=out(c))
-        shown = c if norm is None else norm(c)
-        return torch.tanh(shown).mul_(o) if inplace else o * torch.tanh(shown), c
+        return torch.tanh(c).mul_(o) if inplace else o * torch.tanh(c), c
 
     def clip_projection(self, h: torch.Tensor, inplace: bool = False) -> torch.Tensor:
         """``clip(h, proj_clip)`` of projected outputs ``h = hidden W_P`` (``inplace``: no autograd)."""
         if self.proj_clip is None:
             return h
         return h.clamp_(-self.proj_clip, self.proj_clip) if inplace else h.clamp(-self.proj_clip, self.proj_clip)
-
-
-def cell_norm(layers: Sequence[LstmWithProjection]):
-    """``c (D, n, H)`` -> each direction's ``LN(c)`` (its own gain and shift), or None without layer norm."""
-    norms = [each.cell_norm for each in layers]
-    if norms[0] is None:
-        return None
-    gain = torch.stack([n.weight for n in norms])[:, None]
-    shift = torch.stack([n.bias for n in norms])[:, None]
-    return lambda c: torch.addcmul(shift, F.layer_norm(c, c.shape[-1:], eps=norms[0].eps), gain)
 
 
 def run_level(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
@@ -116,7 +101,6 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
     state_gates = paired([each.state_gates for each in layers])  # h W_0[in:]
     projection = paired([each.projection for each in layers])  # hidden W_P
     bias = [each.gate_bias() for each in layers]
-    norm = cell_norm(layers)
     sizes, offsets = rows.batch_sizes, rows.offsets
     blocks = rows.gate_blocks(chunk_rows)
     if inplace:  # no autograd: the products write into buffers
@@ -134,7 +118,7 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
                 ended_h.append(h[:, n:])
                 ended_c.append(c[:, n:])
                 h, c = h[:, :n], c[:, :n]
-            hidden, c = layer.cell(state_gates.add_to(gates, h), c, inplace=inplace, norm=norm)
+            hidden, c = layer.cell(state_gates.add_to(gates, h), c, inplace=inplace)
             h = layer.clip_projection(projection.product(hidden, out=step_out[t] if inplace else None), inplace=inplace)
             outputs.append(h)
     final_h = torch.cat([h, *reversed(ended_h)], dim=1)

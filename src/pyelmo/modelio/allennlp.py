@@ -183,8 +183,6 @@ def to_allennlp(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tenso
             out[f"{_ENCODER}_projection.{m.group(1)}"] = value
         elif m := re.fullmatch(r"bilm\.directions\.([01])\.(\d+)\.(\w+)\.(weight|bias)", key):
             d, layer, part, kind = m.groups()
-            if part == "cell_norm":
-                raise WeightFileError("AllenNLP's ELMo LSTM has no layer norm: a biLM with lstm.layer_norm cannot be exported to it")
             base = f"{_LSTM}{'forward' if d == '0' else 'backward'}_layer_{layer}"
             if part == "projection":
                 out[f"{base}.state_projection.weight"] = value

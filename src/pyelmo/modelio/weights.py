@@ -74,9 +74,6 @@ def _hdf5_layout(model: BiLM) -> Iterator[tuple[str, torch.Tensor, str]]:
             yield f"{_cell(d, l)}/W_0", (layer.input_gates.weight, layer.state_gates.weight), "W0"
             yield f"{_cell(d, l)}/B", layer.input_gates.bias, "copy"
             yield f"{_cell(d, l)}/W_P_0", layer.projection.weight, "T"
-            if layer.cell_norm is not None:  # not in bilm-tf: only this package reads them back
-                yield f"{_cell(d, l)}/LayerNorm/gamma", layer.cell_norm.weight, "copy"
-                yield f"{_cell(d, l)}/LayerNorm/beta", layer.cell_norm.bias, "copy"
 
 
 def _to_file_layout(tensor, how: str) -> np.ndarray:
