@@ -133,8 +133,6 @@ RELEASES: dict[str, Release] = {r.name: r for r in [
     _release("pubmed", "contributed/pubmed", "elmo_2x4096_512_2048cnn_2xhighway", "original",
              "PubMed abstracts", weights_suffix="weights_PubMed_only",
              source="AllenNLP (contributed)"),
-    _release("newswire-small", "contributed/newswire", "elmo_2x1024_128_2048cnn_1xhighway", "small",
-             "newswire text (a fake entry, to be reverted)", source="AllenNLP (contributed)"),
 ]}
 
 
