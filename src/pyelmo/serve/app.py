@@ -76,8 +76,6 @@ def create_app(service: Service) -> FastAPI:
             ("/v1/embed", api.embed, "Per-token vectors of the chosen layers, their average or a scalar mix."),
             ("/v1/similarity", api.similarity,
              "Cosine similarity of one word across sentences, per layer and for the layer average."),
-            ("/v1/sentence_similarity", api.sentence_similarity,
-             "Cosine similarity of whole sentences (their mean-pooled vectors), per layer and for the layer average."),
             ("/v1/neighbours", api.neighbours, "A word's nearest contexts in the built-in sample corpus, per layer, "
              "and how each layer separates the word's senses there (`senses`: mean similarity of same-sense and "
              "different-sense pairs, and of this occurrence to each sense's contexts; null without two senses)."),

@@ -13,8 +13,7 @@ from pyelmo.embedding.pooling import mean_pool
 from pyelmo.errors import InputError
 from pyelmo.evaluation.senses import find_word
 from pyelmo.serve.errors import ApiError, AsciiJSONResponse
-from pyelmo.serve.schemas import (EmbedRequest, NeighboursRequest, PredictRequest, Sentence, SentenceSimilarityRequest,
-                                  SimilarityRequest)
+from pyelmo.serve.schemas import EmbedRequest, NeighboursRequest, PredictRequest, Sentence, SimilarityRequest
 from pyelmo.serve.service import Service
 
 #: Answers with more floats than this are rendered in a worker thread.
@@ -162,15 +161,6 @@ class Api:
         if body.project:
             result["projection"] = self._projection(vectors, names, tokens[0][positions[0]])
         return result
-
-    async def sentence_similarity(self, body: SentenceSimilarityRequest) -> dict:
-        from pyelmo.evaluation.senses import cosine_matrix, with_average_layer
-
-        tokens = self.sentences(body.sentences)
-        outputs = await self.service.batcher.embed(tokens)
-        pooled, names = with_average_layer(np.stack([mean_pool(out) for out in outputs]))  # (n, L + 1, D)
-        return {"layers": names, "sentences": [{"tokens": t} for t in tokens],
-                "matrices": {name: cosine_matrix(pooled[:, k]).tolist() for k, name in enumerate(names)}}
 
     def _projection(self, vectors: np.ndarray, names: list[str], word: str) -> dict:
         """2-D PCA per layer of the word in the request's sentences and in the sample corpus."""

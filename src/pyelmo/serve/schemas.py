@@ -65,10 +65,6 @@ class SimilarityRequest(_Request):
                                              "sentences and in the sample corpus")
 
 
-class SentenceSimilarityRequest(_Request):
-    sentences: list[Sentence] = Field(min_length=2, description=f"each {_SENTENCE}")
-
-
 class NeighboursRequest(_Request):
     sentence: Sentence = Field(description=_SENTENCE)
     word: str | None = Field(None, min_length=1, description="the word (first occurrence, case-insensitive)")
