@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trees import PLANS, TreeWorker, by_tree, embedder_options, inference_options, interleaved, pyelmo_names, serve  # noqa: E402
+from trees import (PLANS, TreeWorker, by_tree, embedder_options, inference_options, interleaved,  # noqa: E402
+                   pyelmo_names, serve)
 
 
 def worker(config: str, workload: str, sentences: int, threads: int, plan: str, precision: str) -> None:

@@ -111,9 +111,10 @@ class BiLM(nn.Module):
         return self
 
     def apply_plan(self, options: RunOptions, packed=None) -> BiLM:
-        """Swap in the planned linears of ``options``' execution plan for this biLM's ``nn.Linear`` s, and its
-        level module (:func:`pyelmo.modeling.lstm.planned_level`), once, at load (:func:`pyelmo.runtime.linear.swap_linears`; int8: only the int8 copies of the weights it
-        quantizes are kept; ``packed(name, weight)``: each of them packed, e.g. from the numbers kept on disk,
+        """Swap in the planned linears of ``options``' execution plan for this biLM's ``nn.Linear`` s and its
+        level module (:func:`pyelmo.modeling.lstm.planned_level`), once, at load
+        (:func:`pyelmo.runtime.linear.swap_linears`; int8: only the int8 copies of the weights it quantizes are
+        kept; ``packed(name, weight)``: each of them packed, e.g. from the numbers kept on disk,
         :mod:`pyelmo.runtime.int8_cache`). The biLM then runs with ``options`` only; ``load_state_dict`` (an
         unplanned biLM's keys) refreshes the prepared weights (int8: quantized again). For an inference-only
         owner of the biLM it loaded (``ElmoEmbedder``, a frozen ``Elmo``, ``LanguageModel.from_pretrained(...,
