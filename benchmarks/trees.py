@@ -131,7 +131,7 @@ def serve(handle: Callable[[dict], dict]) -> None:
 
 def by_tree(srcs: list[str], samples: list[list[dict]]) -> dict[str, list[dict]]:
     """Every round of each tree, its workers' pooled (a tree given several times with ``--src`` runs in
-    several worker processes: one process's speed varies with its placement, by up to ~10% at batch 1)."""
+    several worker processes: one process's speed varies with its placement, by up to ~12% at batch 1)."""
     pooled: dict[str, list[dict]] = {}
     for src, rounds in zip(srcs, samples):
         pooled.setdefault(src, []).extend(rounds)
