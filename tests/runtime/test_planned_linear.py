@@ -146,7 +146,6 @@ def test_an_int8_planned_bilm_refuses_a_state_dict_without_its_float_weights(tin
         planned.load_state_dict({**state, "directions.0.0.input_gates.weight": torch.zeros(3, 3)})
 
 
-
 @pytest.mark.parametrize("plan", [ExecutionPlan(kernels="onednn"), ExecutionPlan(precision="int8", int8_min_weight=0)])
 def test_an_elmo_that_has_run_copies_and_the_copy_gives_the_same_bits(tiny_model, tmp_path, plan):
     import copy
