@@ -98,7 +98,7 @@ class PlannedLinear(nn.Module):
         self.refresh()
         return super()._apply(fn, recurse)
 
-    def __getstate__(self):  # copied or pickled: oneDNN's packed weights (opaque tensors) are prepared again
+    def __getstate__(self):  # copied: oneDNN's packed weights (opaque tensors) are left out, prepared again
         state = super().__getstate__()
         state["_prepared"] = {k: v for k, v in self._prepared.items() if not getattr(v, "is_mkldnn", False)}
         state["_pairs"] = {}
