@@ -16,6 +16,7 @@ from pyelmo.modeling.bilm import BACKWARD, FORWARD, BiLM
 from pyelmo.config import ElmoConfig
 from pyelmo.errors import ConfigError, WeightFileError
 from pyelmo.fileio import PathLike, atomic_writer, write_text_atomic
+from pyelmo.runtime.linear import owned
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -226,7 +227,8 @@ def load_native_state(model: BiLM, tensors: dict[str, torch.Tensor], directory: 
             )
         if not torch.isfinite(tensors[name]).all():
             raise WeightFileError(f"{directory}: tensor {name!r} holds NaN or infinite values")
-    model.load_state_dict({k: tensors[k].float() for k in expected}, strict=True, assign=assign)
+    # aligned copies where the file's layout left a tensor unaligned: the same parameters wherever they came from
+    model.load_state_dict({k: owned(tensors[k].float()) for k in expected}, strict=True, assign=assign)
 
 
 def config_from_options(options: dict, source: PathLike) -> ElmoConfig:

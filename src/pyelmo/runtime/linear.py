@@ -21,6 +21,10 @@ from pyelmo.runtime.products import Products
 #: forced: per-call overhead, not arithmetic, dominates them. Larger ones run one by one.
 BATCHED_MAX_WORK = 2**22
 
+#: The alignment in bytes of the weights the kernels read (PyTorch's CPU allocator's): the libraries' code
+#: paths, and so the bits, may depend on it (a safetensors file's tensors start at any multiple of 8 bytes).
+WEIGHT_ALIGNMENT = 64
+
 #: The planned linear class of each precision name (:func:`planned`).
 PLANNED: dict[str, type[PlannedLinear]] = {}
 
@@ -32,6 +36,15 @@ def planned(name: str) -> Callable[[type[PlannedLinear]], type[PlannedLinear]]:
         PLANNED[name] = cls
         return cls
     return register
+
+
+def owned(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` detached, contiguous and aligned to :data:`WEIGHT_ALIGNMENT` (copied unless it is): the products
+    read the same layout wherever the weights were loaded from."""
+    w = weight.detach()
+    if w.is_contiguous() and (w.device.type != "cpu" or w.data_ptr() % WEIGHT_ALIGNMENT == 0):
+        return w
+    return w.clone(memory_format=torch.contiguous_format)
 
 
 class PlannedLinear(nn.Module):
@@ -134,7 +147,7 @@ class ExactLinear(PlannedLinear):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products,
                  persistent: bool = True) -> None:
         super().__init__(weight, bias, products, persistent)
-        self.register_buffer("weight", weight.detach(), persistent)
+        self.register_buffer("weight", owned(weight), persistent)
 
     def batched_rows(self) -> int:
         batches = not self.products.forced and self.weight.dtype == torch.float32
@@ -148,7 +161,7 @@ class BFloat16Linear(PlannedLinear):
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
         super().__init__(weight, bias, products)
-        self.register_buffer("weight", weight.detach())
+        self.register_buffer("weight", owned(weight))
         # the same weight's storage, not in state dicts (reloaded through this one's)
         self.exact = ExactLinear(weight, bias, products.exact, persistent=False) if products.plan.autotune else None
 
@@ -231,12 +244,14 @@ def swap_linears(model: nn.Module, products: Products,
 
 class PlannedPair:
     """The same product of a level's directions ``d``, each on its own rows ``x[d]`` (``x (D, n, in)``): steps of at
-    most :meth:`PlannedLinear.batched_rows` rows as one batched product on the stacked ``W^T``, larger ones apart."""
+    most :meth:`PlannedLinear.batched_rows` rows as one batched product on the stacked ``W`` (transposed), larger
+    ones apart."""
 
     def __init__(self, linears: Sequence[PlannedLinear]) -> None:
         self.linears = list(linears)
         self.max_batched_rows = linears[0].batched_rows()
-        self.stacked = (torch.stack([linear.weight.t() for linear in linears]).contiguous()
+        # the weights as stored, each product taking W transposed: the form every other float32 product has
+        self.stacked = (torch.stack([linear.weight for linear in linears]).transpose(1, 2)
                         if self.max_batched_rows else None)
         exact = [getattr(linear, "exact", None) for linear in linears]
         self.exact = exact[0].pair(exact) if all(e is not None for e in exact) else None
