@@ -9,7 +9,8 @@ from torch import nn
 
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.modelio.weights import model_fingerprint
-from pyelmo.runtime.linear import PLANNED, BFloat16Linear, ExactLinear, Int8Linear, PlannedLinear, swap_linears
+from pyelmo.runtime.linear import PLANNED, BFloat16Linear, ExactLinear, Int8Linear, PlannedLinear
+from pyelmo.runtime.swap import swap_linears
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import ExecutionPlan
 from pyelmo.runtime.products import Products

@@ -226,7 +226,7 @@ def test_padding_positions_are_not_encoded(products, monkeypatch):
 
 
 def test_a_trained_linear_is_the_differentiable_products_choice_only():
-    from pyelmo.runtime.linear import swap_linears
+    from pyelmo.runtime.swap import swap_linears
     from pyelmo.runtime.plan import ExecutionPlan
     from pyelmo.runtime.products import Products
 

@@ -13,7 +13,7 @@ from pyelmo.modeling.characters import bos_ids, eos_ids
 from pyelmo.config import ElmoConfig
 from pyelmo.modeling.encoder import TokenEncoder, encode_distinct, padded_conv_weights
 from pyelmo.modeling.lstm import Level, LstmWithProjection, Together, planned_level
-from pyelmo.runtime.linear import swap_linears
+from pyelmo.runtime.swap import swap_linears
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.products import Products
 from pyelmo.runtime.rows import PackedRows
@@ -113,7 +113,7 @@ class BiLM(nn.Module):
     def apply_plan(self, options: RunOptions, packed=None) -> BiLM:
         """Swap in the planned linears of ``options``' execution plan for this biLM's ``nn.Linear`` s and its
         level module (:func:`pyelmo.modeling.lstm.planned_level`), once, at load
-        (:func:`pyelmo.runtime.linear.swap_linears`; int8: only the int8 copies of the weights it quantizes are
+        (:func:`pyelmo.runtime.swap.swap_linears`; int8: only the int8 copies of the weights it quantizes are
         kept; ``packed(name, weight)``: each of them packed, e.g. from the numbers kept on disk,
         :mod:`pyelmo.runtime.int8_cache`). The biLM then runs with ``options`` only; ``load_state_dict`` (an
         unplanned biLM's keys) refreshes the prepared weights (int8: quantized again). For an inference-only

@@ -18,7 +18,7 @@ from torch import nn
 
 from pyelmo.config import CharCNNConfig
 from pyelmo.modeling.characters import PAD_CHAR
-from pyelmo.runtime.linear import weight_product
+from pyelmo.runtime.swap import weight_product
 from pyelmo.runtime.products import PLAIN, Products
 from pyelmo.runtime.token_cache import TokenCache
 
@@ -111,7 +111,7 @@ def padded_conv_weights(convolutions: torch.nn.ModuleList) -> tuple[torch.Tensor
 
 
 def _fused(convolutions: torch.nn.ModuleList, products: Products):
-    """The fused convolutions' product (``x -> x W^T``, :func:`pyelmo.runtime.linear.weight_product`), biases,
+    """The fused convolutions' product (``x -> x W^T``, :func:`pyelmo.runtime.swap.weight_product`), biases,
     filter groups and widest width."""
     weight, bias, groups = padded_conv_weights(convolutions)
     return weight_product(weight, products), bias, groups, max(width for _, _, width in groups)

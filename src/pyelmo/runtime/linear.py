@@ -1,5 +1,5 @@
 """Planned linear layers: an ``nn.Linear``'s ``x W^T + b`` as an execution plan runs it, swapped in for a
-model's ``nn.Linear`` s once, at load (:func:`swap_linears`), as ``torch.ao.quantization.quantize_dynamic``
+model's ``nn.Linear`` s once, at load (:func:`pyelmo.runtime.swap.swap_linears`), as ``torch.ao.quantization.quantize_dynamic``
 swaps its dynamic linears: the model's code does not change; an ``nn.Linear`` is the differentiable path.
 One class per precision, owning its prepared weight (for the kernels :class:`~pyelmo.runtime.products.Products`
 picks per row class), registered by :func:`planned`: a new precision or engine is one new class.
@@ -7,7 +7,6 @@ picks per row class), registered by :func:`planned`: a new precision or engine i
 
 from __future__ import annotations
 
-import functools
 from typing import Callable, Sequence
 
 import torch
@@ -208,38 +207,6 @@ class Int8Linear(PlannedLinear):
         else:
             self.refresh()
             self._prepared[self.products.plan.spec.quantized_kernel] = quantize_int8(weight.detach().float().cpu())
-
-
-def weight_product(weight: torch.Tensor, products: Products) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``x -> x W^T`` in the products' own result precision for a weight no ``nn.Linear`` holds (the token
-    encoder's fused convolutions'): under a plan its planned linear's :meth:`PlannedLinear.native`, made
-    here, else the differentiable ``products.mm_native`` (or their ``trained_linear``'s ``product``)."""
-    if products.differentiable:
-        if products.trained_linear is not None:
-            return products.trained_linear.product(weight)
-        return functools.partial(products.mm_native, w=weight)
-    return PLANNED[products.precision_of(weight)](weight, None, products).native
-
-
-def swap_linears(model: nn.Module, products: Products,
-                 packed: Callable[[str, torch.Tensor], object] | None = None, prefix: str = "") -> nn.Module:
-    """Replace every ``nn.Linear`` in ``model`` by the planned linear of its weight's precision under
-    ``products``' plan (:data:`PLANNED`), or, under differentiable products, by their ``trained_linear``
-    (the same Parameters); ``model`` is changed in place and returned. ``packed(name, weight)``:
-    each quantized weight packed (by its ``state_dict`` name), else quantized here."""
-    if products.differentiable and products.trained_linear is None:
-        raise ValueError("differentiable products swap in their trained_linear: these have none")
-    for name, child in list(model.named_children()):
-        if not isinstance(child, nn.Linear):  # (a trained linear is one: a plan runs it like any nn.Linear)
-            swap_linears(child, products, packed, f"{prefix}{name}.")
-        elif products.differentiable:
-            setattr(model, name, products.trained_linear(child.weight, child.bias))
-        else:
-            cls = PLANNED[products.precision_of(child.weight)]
-            ready = {} if packed is None or not products.quantizes(child.weight) else \
-                {"packed": packed(f"{prefix}{name}.weight", child.weight)}
-            setattr(model, name, cls(child.weight, child.bias, products, **ready))
-    return model
 
 
 class PlannedPair:

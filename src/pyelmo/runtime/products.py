@@ -153,7 +153,7 @@ class Products:
 
     def mm_native(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``x @ w.T`` of the differentiable products (:meth:`mm`); a plan's run through its planned linear's
-        ``native`` (:func:`pyelmo.runtime.linear.weight_product`)."""
+        ``native`` (:func:`pyelmo.runtime.swap.weight_product`)."""
         return self.mm(x, w)
 
 

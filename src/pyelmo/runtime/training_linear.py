@@ -1,5 +1,5 @@
 """Training's oneDNN products (``train.products = "onednn"``): :class:`PrepackedTrainingLinear`, the module the
-trainer swaps in at start for the token encoder's ``nn.Linear`` s (:func:`pyelmo.runtime.linear.swap_linears`
+trainer swaps in at start for the token encoder's ``nn.Linear`` s (:func:`pyelmo.runtime.swap.swap_linears`
 with differentiable products naming it, ``Products(trained_linear=PrepackedTrainingLinear)``), and
 :meth:`PrepackedTrainingLinear.product` for the fused convolution's weight, which no ``nn.Linear`` holds.
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from pyelmo.runtime.backends import Differentiable
-from pyelmo.runtime.linear import swap_linears
+from pyelmo.runtime.swap import swap_linears
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.products import PLAIN, Products
 from pyelmo.runtime.training_linear import PrepackedTrainingLinear
