@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", type=Path, default=ROOT / "src" / "pyelmo" / "pretrained" / "english",
                    help="the model to compare with (default: the shipped one)")
     p.add_argument("--corpus", type=Path, default=Path("/work/data/corpus-v2"),
-                   help="a `pyelmo corpus build` folder with valid-modern/ and valid/ (default /work/data/corpus-v2)")
+                   help="a `python -m recipes.corpus build` folder with valid-modern/ and valid/ (default /work/data/corpus-v2)")
     p.add_argument("--max-sentences", type=int, default=0, metavar="N",
                    help="perplexity on the first N sentences of each split (default 0: all)")
     p.add_argument("--senses", type=Path, default=SENSES, help="the sense examples (default tests/data/senses.tsv)")

@@ -12,7 +12,7 @@ and OUT/static-vocab.txt, the form of the English model's vectors.  Train task m
 --static-vectors OUT.  One worker (the default) writes the same files every time.  Needs
 gensim (the eval extra).  The Chinese tasks' vectors (docs/LANGUAGES.md):
 
-  pyelmo corpus build data/corpus-zh --lang zh
+  python -m recipes.corpus build data/corpus-zh --lang zh
   pyelmo task data static data/corpus-zh data/tasks/zh-static
 """
 

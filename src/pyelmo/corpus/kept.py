@@ -1,4 +1,4 @@
-"""Which tokenized sentences a corpus build keeps, and in which split: evaluation data and exact repeats
+"""Which tokenized sentences a corpus build keeps, and in which split: excluded sentences and exact repeats
 are dropped, capped sources sampled by hash (the rules of :mod:`pyelmo.corpus.build`)."""
 
 from __future__ import annotations
@@ -6,28 +6,32 @@ from __future__ import annotations
 import hashlib
 
 from pyelmo.corpus import splits
-from pyelmo.corpus.sources import SOURCES
-
-MODERN_DIRS = {"valid": "valid-modern", "test": "test-modern"}
 
 
 class KeptSentences:
-    """The sentences kept so far, by split folder, and each source's counts: evaluation data and repeats
-    are dropped, a capped source's sentences wait for ``apply_caps``."""
+    """The sentences kept so far, by split folder, and each source's counts: excluded sentences and repeats
+    are dropped, a capped source's sentences wait for ``apply_caps``.
 
-    def __init__(self, names: list[str], excluded: set[str]) -> None:
+    ``caps``: source -> its cap in tokens (sources without a cap left out); ``in_subset``: the sources whose
+    valid and test sentences are also kept in ``valid-<subset>/`` and ``test-<subset>/`` (``subset`` None:
+    no such folders)."""
+
+    def __init__(self, caps: dict[str, int], in_subset: set[str], excluded: set[str], subset: str | None) -> None:
         self.excluded = excluded
+        self.in_subset = in_subset
+        self.subset = subset
+        self.subset_dirs = {sp: f"{sp}-{subset}" for sp in ("valid", "test")} if subset else {}
+        self.caps = caps
         self.stats: dict[str, dict] = {}
         self.seen: set[bytes] = set()
-        self.rows: dict[str, list[tuple[bytes, str]]] = {s: [] for s in (*splits.SPLITS, *MODERN_DIRS.values())}
-        self.capped: dict[str, list[tuple[bytes, bytes, str]]] = {
-            n: [] for n in names if SOURCES[n].cap is not None}
+        self.rows: dict[str, list[tuple[bytes, str]]] = {s: [] for s in (*splits.SPLITS, *self.subset_dirs.values())}
+        self.capped: dict[str, list[tuple[bytes, bytes, str]]] = {n: [] for n in caps}
 
     def take(self, name: str, kept: list[str], short: int, long: int, nunits: int) -> None:
         """One tokenized batch of source ``name``."""
         st = self.stats.setdefault(
             name,
-            {"units": 0, "too_short": 0, "too_long": 0, "duplicates": 0, "evaluation_data": 0,
+            {"units": 0, "too_short": 0, "too_long": 0, "duplicates": 0, "excluded": 0,
              "capped": 0, "capped_tokens": 0,
              **{sp: {"sentences": 0, "tokens": 0} for sp in splits.SPLITS}},
         )
@@ -36,7 +40,7 @@ class KeptSentences:
         st["too_long"] += long
         for sent in kept:
             if sent in self.excluded:
-                st["evaluation_data"] += 1
+                st["excluded"] += 1
                 continue
             digest = hashlib.sha1(sent.encode("utf-8")).digest()
             if digest in self.seen:
@@ -52,8 +56,8 @@ class KeptSentences:
         st = self.stats[name]
         sp = splits.corpus_split(sent)
         self.rows[sp].append((digest, sent))
-        if sp in MODERN_DIRS and SOURCES[name].era != "archaic":
-            self.rows[MODERN_DIRS[sp]].append((digest, sent))
+        if sp in self.subset_dirs and name in self.in_subset:
+            self.rows[self.subset_dirs[sp]].append((digest, sent))
         st[sp]["sentences"] += 1
         st[sp]["tokens"] += sent.count(" ") + 1
 
@@ -62,7 +66,7 @@ class KeptSentences:
         self.seen = set()  # deduplication is done
         for name, items in self.capped.items():
             items.sort()
-            budget = SOURCES[name].cap
+            budget = self.caps[name]
             for k, (_, digest, sent) in enumerate(items):
                 n = sent.count(" ") + 1
                 if n > budget:

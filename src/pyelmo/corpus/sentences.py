@@ -127,13 +127,20 @@ def sentence_spans(tokens: Sequence[str], max_tokens: int) -> list[tuple[int, in
     return chunked
 
 
+def splits_like_english(lang: str) -> bool:
+    """Whether text of ``lang`` is cut into sentences by :func:`split_sentences` (and pysbd), not at
+    ``。！？`` (:func:`split_chinese_sentences`: Chinese and Japanese)."""
+    return lang not in ("zh", "ja")
+
+
 def tokenize_units(units: list[str], presplit: bool, lang: str = "en") -> tuple[list[str], int, int]:
     """Sentence-split (unless ``presplit``), tokenize and length-filter ``units``.
 
-    ``lang``: ``en`` (Moses tokens) or ``zh`` (Chinese sentence ends, jieba's words: ``tokenize(s, "zh")``).
+    ``lang``: ``en`` or another Moses language (English sentence rules, Moses tokens), or ``zh`` or ``ja``
+    (sentences end at ``。！？``; the language's word segmenter: ``tokenize(s, lang)``).
     Returns (kept sentences as space-joined tokens, number too short, number too long).
     """
-    if _SEG is None and lang == "en":
+    if _SEG is None and not presplit and splits_like_english(lang):
         init_worker()
     kept: list[str] = []
     short = long = 0
@@ -144,7 +151,7 @@ def tokenize_units(units: list[str], presplit: bool, lang: str = "en") -> tuple[
         if presplit:
             sents = [unit]
         else:
-            sents = split_chinese_sentences(unit) if lang == "zh" else split_sentences(unit)
+            sents = split_sentences(unit) if splits_like_english(lang) else split_chinese_sentences(unit)
         for sent in sents:
             toks = tokenize(sent, lang)
             if len(toks) < MIN_TOKENS:

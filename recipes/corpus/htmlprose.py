@@ -6,7 +6,7 @@ import html
 import re
 from html.parser import HTMLParser
 
-from pyelmo.corpus.textclean import TAG, squash
+from recipes.corpus.textclean import TAG, squash
 
 _VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 _SKIP_TAGS = frozenset({"pre", "script", "style", "nav", "code-block", "table", "head"})

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from pyelmo.corpus.textclean import find_file, is_prose, squash
+from recipes.corpus.textclean import find_file, is_prose, squash
 
 # --------------------------------------------------------------------------- GCIDE
 

@@ -9,8 +9,8 @@ import zlib
 from pathlib import Path
 from typing import Iterator
 
-from pyelmo.corpus.textclean import TAG, squash
 from pyelmo.errors import InputError
+from recipes.corpus.textclean import TAG, squash
 
 _OSIS_DROP = re.compile(r"<(note|rdg|reference type=\"annotateRef\")\b[^>]*?(?<!/)>.*?</\1\s*>", re.S)
 _OSIS_DROP2 = re.compile(r"<note\b[^>]*?(?<!/)>.*?</note\s*>", re.S)

