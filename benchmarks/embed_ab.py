@@ -94,7 +94,7 @@ def main() -> None:
                         help="untimed rounds per tree first (autotuning measures in them)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     parser.add_argument("--plan", choices=PLANS, default="default",
-                        help="the package layout's execution plan: its default (the fixed rule) or autotune")
+                        help="the package layout's execution plan: its default (the fixed rule) or autotune (older trees)")
     parser.add_argument("--precision", choices=("float32", "int8"), default="float32",
                         help="the package layout's precision (int8: each tree's int8 mode; default exact float32)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -99,8 +99,8 @@ def machine_line(threads: int) -> str:
     its GEMM rates, measured now: printed with every table."""
     import torch
 
-    from pyelmo.runtime.autotune import machine_key
-    from pyelmo.runtime.plan import bf16_supported
+    from pyelmo.runtime.plan import machine_key
+    from pyelmo.runtime.precision import bf16_supported
 
     torch.set_num_threads(threads)
     rates = matmul_rate(torch)

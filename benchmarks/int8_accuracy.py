@@ -49,7 +49,7 @@ def _merge(path: Path, key: str, value) -> None:
 def _machine() -> dict:
     import torch
 
-    from pyelmo.runtime.autotune import machine_key
+    from pyelmo.runtime.plan import machine_key
 
     return {"cpu": machine_key()["cpu"], "torch": torch.__version__, "threads": torch.get_num_threads(),
             "date": time.strftime("%Y-%m-%d %H:%M")}

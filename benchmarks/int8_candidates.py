@@ -29,7 +29,8 @@ import warnings
 import torch
 
 from pyelmo.runtime.kernels import int8_linear, quantize_int8
-from pyelmo.runtime.plan import cpu_flags, int8_engine
+from pyelmo.runtime.plan import cpu_flags
+from pyelmo.runtime.precision import int8_engine
 
 #: (product, out, in, rows)
 SHAPES = ([("step: gates", 16384, 512, r) for r in (1, 8, 32, 64)]

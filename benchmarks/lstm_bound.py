@@ -5,7 +5,7 @@ and run as the inference backend runs them (the default plan). For every product
 makes, the step's recurrent ``(rows, P) x (P, 4H)`` and projection ``(rows, H) x (H, P)`` at each
 step's row count and the input-to-gate blocks as the loop forms them (``PackedRows.gate_blocks``
 of ``INPUT_GATE_CHUNK_ROWS``), each exact float32 kernel is timed stand-alone with its weight
-cache-warm (``pyelmo.runtime.autotune.time_kernels``: the fastest of a few calls) and the fastest
+cache-warm (:func:`time_kernels`: the fastest of a few calls) and the fastest
 kept. Then:
 
 - **library floor**: those fastest times summed over the workload (layers x directions x
@@ -153,12 +153,30 @@ def main() -> None:
         bound(args, Path(tmp))
 
 
+def time_kernels(products, rows: int, w: torch.Tensor, calls: int = 6) -> dict[str, float]:
+    """Seconds of each available float32 kernel for ``rows`` rows times ``w.T``: each on ``w`` prepared for it
+    and random inputs, in interleaved rounds after one warm-up round; each kernel's fastest call."""
+    from pyelmo.runtime.plan import KERNELS, onednn_available
+
+    candidates = [k for k in KERNELS if k != "onednn" or onednn_available()]
+    best = dict.fromkeys(candidates, float("inf"))
+    with torch.no_grad():
+        x = torch.randn(rows, w.shape[1])
+        prepared = {k: products.kernels[k].prepare(w) for k in candidates}
+        for round_ in range(calls + 1):
+            for k in candidates:
+                began = time.perf_counter()
+                products.kernels[k].run(x, prepared[k])
+                if round_:
+                    best[k] = min(best[k], time.perf_counter() - began)
+    return best
+
+
 def bound(args: argparse.Namespace, workdir: Path) -> None:
     """The floors and the measured run of the batch workload (see the module docstring)."""
     from pyelmo.modeling import bilm, lstm
     from pyelmo.modeling.characters import batch_to_ids
     from pyelmo.modelio.weights import load_bilm_hdf5
-    from pyelmo.runtime.autotune import time_kernels
     from pyelmo.runtime.backends import INPUT_GATE_CHUNK_ROWS
     from pyelmo.runtime.options import RunOptions
     from pyelmo.runtime.plan import ExecutionPlan

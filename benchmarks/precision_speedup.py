@@ -46,7 +46,7 @@ def main() -> None:
     from pyelmo.modeling.bilm import BiLM
     from pyelmo.modeling.characters import batch_to_ids
     from pyelmo.config import preset
-    from pyelmo.runtime.plan import bf16_supported
+    from pyelmo.runtime.precision import bf16_supported
     from pyelmo.runtime.options import RunOptions
 
     torch.set_num_threads(args.threads)

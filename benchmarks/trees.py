@@ -31,8 +31,8 @@ MODULES = {
     "RunOptions": ("pyelmo.runtime.options", "pyelmo.strategy"),
     "load_bilm_hdf5": ("pyelmo.modelio.weights", "pyelmo.weights"),
 }
-#: ``--plan``: the package layout's default plan (the fixed rule) or autotuning. The flat layout has no
-#: plan: it runs its default, kernels measured here, whichever is asked.
+#: ``--plan``: the package layout's default plan (the fixed rule) or autotuning (trees before autotune was
+#: removed). The flat layout has no plan: it runs its default, kernels measured here, whichever is asked.
 PLANS = ("default", "autotune")
 
 
@@ -59,13 +59,13 @@ def inference_options(names: SimpleNamespace, plan: str, **kwargs) -> tuple[obje
     """``RunOptions.inference(**kwargs)`` under ``plan`` (:data:`PLANS`), and a line saying what runs."""
     if names.layout == "flat":
         return names.RunOptions.inference(**kwargs), "its default plan (kernels measured here)"
-    options = names.RunOptions.inference(autotune=plan == "autotune", **kwargs)
+    options = names.RunOptions.inference(**embedder_options(names, plan), **kwargs)
     return options, options.plan.summary()
 
 
 def embedder_options(names: SimpleNamespace, plan: str) -> dict:
     """``ElmoEmbedder`` keyword arguments for ``plan`` (none in the flat layout, which has no plan)."""
-    return {"autotune": plan == "autotune"} if names.layout == "package" else {}
+    return {"autotune": True} if names.layout == "package" and plan == "autotune" else {}
 
 
 def tree_env(src: str, cache: Path) -> dict[str, str]:

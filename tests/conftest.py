@@ -54,17 +54,7 @@ def tiny_model(allennlp_reference):
 
 @pytest.fixture(autouse=True, scope="session")
 def _kernel_cache(tmp_path_factory) -> None:
-    """Kernel choices the tests measure go to a temporary folder, not the user's cache."""
-    os.environ["PYELMO_KERNEL_CACHE"] = str(tmp_path_factory.mktemp("kernel-cache"))
+    """What the tests keep goes to a temporary folder, not the user's cache."""
     os.environ["PYELMO_INT8_CACHE"] = str(tmp_path_factory.mktemp("int8-cache"))  # int8 weights kept
 
 
-@pytest.fixture
-def fresh_kernel_cache(tmp_path, monkeypatch) -> Path:
-    """An empty on-disk kernel cache and a fresh in-process table of measured choices (as in a new
-    process); returns the cache folder."""
-    from pyelmo.runtime import autotune
-
-    monkeypatch.setenv("PYELMO_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.setattr(autotune, "MEASURED", autotune.MeasuredChoices())
-    return tmp_path

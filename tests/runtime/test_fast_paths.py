@@ -25,8 +25,10 @@ from pyelmo.runtime import backends
 from pyelmo.runtime.backends import Differentiable, Inference
 from pyelmo.runtime.linear import BFloat16Linear
 from pyelmo.runtime.options import CarriedStates, RunOptions
-from pyelmo.runtime.plan import KERNELS, ExecutionPlan, bf16_supported, onednn_available
-from pyelmo.runtime.products import PLAIN, Products, onednn_rows
+from pyelmo.runtime.plan import KERNELS, ExecutionPlan, onednn_available
+from pyelmo.runtime.precision import bf16_supported
+from pyelmo.runtime.kernels import onednn_rows
+from pyelmo.runtime.products import PLAIN, Products
 from pyelmo.runtime.rows import PackedRows
 from pyelmo.runtime.token_cache import TokenCache
 from pyelmo.text.batching import token_budget_batches

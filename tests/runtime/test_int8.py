@@ -61,7 +61,6 @@ def test_the_rule_names_the_large_weights():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"precision": "int8", "device": "cuda"}, "CPU only"),
-    ({"precision": "int8", "autotune": True}, "autotune"),
     ({"int8_min_weight": 10}, "int8"),
     ({"precision": "int8", "int8_min_weight": -1}, ">= 0"),
     ({"precision": "int4"}, "precision"),
@@ -159,8 +158,7 @@ def test_embed_records_int8_and_refuses_bad_plans(released_files, tmp_path):
         assert q.attrs["model_sha1"] == e.attrs["model_sha1"]
         for key in ("0", "1", "2"):
             assert cosines(e[key][...], q[key][...]).min() > 0.999
-    for bad in (["--precision", "int8", "--bf16"], ["--int8-min-weight", "5"], ["--precision", "int8", "--device", "cuda"],
-                ["--precision", "int8", "--autotune"]):
+    for bad in (["--precision", "int8", "--bf16"], ["--int8-min-weight", "5"], ["--precision", "int8", "--device", "cuda"]):
         proc = _embed(["in.txt", "bad.hdf5", *model, *bad], tmp_path)
         usage = "--bf16" in bad  # two precisions: a usage error of the arguments (exit 2)
         assert proc.returncode == (2 if usage else 1) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

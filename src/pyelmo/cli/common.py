@@ -72,25 +72,22 @@ def check_precision(args: argparse.Namespace) -> None:
 def plan_settings(args: argparse.Namespace) -> dict:
     """The ``ElmoEmbedder``/``RunOptions.inference`` keyword arguments of the execution-plan flags."""
     settings = {"precision": getattr(args, "precision", None), "int8_min_weight": getattr(args, "int8_min_weight", None)}
-    for name in ("autotune", "kernels"):
-        if hasattr(args, name):
-            settings[name] = getattr(args, name)
+    if hasattr(args, "kernels"):
+        settings["kernels"] = args.kernels
     if hasattr(args, "no_int8_cache"):
         settings["int8_cache"] = not args.no_int8_cache
     return settings
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    """--precision (and its alias --bf16), --autotune and --kernels: the execution plan of the inference products."""
+    """--precision (and its alias --bf16) and --kernels: the execution plan of the inference products."""
+    from pyelmo.runtime.rules import KERNEL_RULES
+
     group = parser.add_argument_group("execution plan (default: a fixed rule of this CPU; the same bits every run)")
     add_precision_arguments(group, kept=True, help="Speed and accuracy: benchmarks/RESULTS.md")
     group.add_argument("--bf16", action=_PrecisionAction, nargs=0, dest="precision", const="bfloat16",
                        help="the same as --precision bfloat16")
-    group.add_argument("--autotune", action="store_true",
-                       help="measure the fastest kernel of each product shape here once and keep the choices on "
-                            "disk (~/.cache/pyelmo/kernels/); results equal the default plan's within float "
-                            "rounding, but are not bit-identical from run to run")
-    group.add_argument("--kernels", choices=("fixed", "mm", "mm_t", "onednn"), default=None,
+    group.add_argument("--kernels", choices=KERNEL_RULES, default=None,
                        help="one kernel for every exact product instead of the fixed rule (see 'pyelmo env')")
     group.add_argument("--no-int8-cache", action="store_true",
                        help="with --precision int8: quantize the weights afresh instead of reusing the int8 weights "

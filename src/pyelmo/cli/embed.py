@@ -20,8 +20,7 @@ interruption, --resume continues where the run stopped. Without --model or
 
 The products follow an execution plan: by default a fixed rule of this CPU's features and the
 PyTorch version, so the same command and input give the same bits in every run; the plan is
-recorded in OUTPUT's attributes, and `pyelmo env` prints it. --autotune measures the kernels here
-instead (equal within float rounding). --precision int8 is an explicit reduced-precision mode for
+recorded in OUTPUT's attributes, and `pyelmo env` prints it. --precision int8 is an explicit reduced-precision mode for
 large corpora on a CPU: the released models' large products run on int8 weights (quantized at
 load, the only copy kept) and int8 inputs; the same bits every run, vectors close to the exact
 ones (OUTPUT records precision = int8)."""

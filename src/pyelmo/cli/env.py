@@ -10,11 +10,10 @@ from pyelmo.cli.common import add_model_arguments, add_plan_arguments, model_sou
 DESCRIPTION = """\
 Print the execution plan pyelmo's inference products follow for a model on this machine, and
 what it was decided from (CPU, PyTorch, oneDNN, threads): for each product weight and row class,
-the kernel (torch.mm on W, on a copy of W^T, oneDNN prepacked, or bmm: a time step's products of
+the kernel (torch.mm on W, oneDNN prepacked, or bmm: a time step's products of
 both directions batched) and precision, and how each LSTM level runs its two directions. The
 default plan is a fixed rule of the CPU's features and the PyTorch version, so the same command
-and input give the same bits in every run; --autotune measures the kernels here instead (kept in
-~/.cache/pyelmo/kernels/, or $PYELMO_KERNEL_CACHE). `pyelmo embed` records the plan in its output.
+and input give the same bits in every run. `pyelmo embed` records the plan in its output.
 With --precision int8 it also says whether int8 is expected to pay on this CPU, by its class (AMX-INT8,
 AVX512-VNNI or AVX-VNNI: yes; AVX2 without VNNI: no, as measured), in JSON as "int8_outlook"."""
 

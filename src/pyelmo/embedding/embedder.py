@@ -61,8 +61,7 @@ class ElmoEmbedder:
     (one nothing else trains or runs: it then runs with this embedder's options only). Any other ``BiLM``
     passed in is left as it is, free to train: a planned copy of it runs (twice its weights in memory).
     The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
-    default a fixed rule of this machine, so the same input gives the same bits in every process;
-    ``autotune=True`` measures the kernels here instead (kept on disk; equal within float rounding).
+    default a fixed rule of this machine, so the same input gives the same bits in every process.
 
     Raw text (``embed_sentence(text, tokenize=True)``, ``embed_file(..., tokenize=True)``,
     :meth:`tokenize`) is split by ``pyelmo.text.tokenize`` in the language ``lang``: ``auto``
@@ -81,7 +80,7 @@ class ElmoEmbedder:
     def __init__(self, model: BiLM | str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
                  *, batch_size: int = DEFAULT_BATCH_SIZE, stateful: bool = False, device: str = "cpu",
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
-                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE, autotune: bool = False,
+                 token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
                  int8_min_weight: int | None = None, int8_cache: bool = True, plan_in_place: bool = False) -> None:
         from pyelmo.modelio.resolve import resolve_model
@@ -96,7 +95,7 @@ class ElmoEmbedder:
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
         # the plan is checked before the model loads
         self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size,
-                                            autotune=autotune, kernels=kernels, device=self.device,
+                                            kernels=kernels, device=self.device,
                                             precision=precision, int8_min_weight=int8_min_weight)
         source = None if isinstance(model, BiLM) else resolve_model(model, weight_file)
         self.model = model if source is None else BiLM.from_pretrained(source)

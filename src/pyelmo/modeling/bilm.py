@@ -12,7 +12,7 @@ from torch import nn
 from pyelmo.modeling.characters import bos_ids, eos_ids
 from pyelmo.config import ElmoConfig
 from pyelmo.modeling.encoder import TokenEncoder, encode_distinct, padded_conv_weights
-from pyelmo.modeling.lstm import Level, LstmWithProjection, Together, planned_level
+from pyelmo.modeling.lstm import LEVELS, Level, LstmWithProjection, Together
 from pyelmo.runtime.swap import swap_linears
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.products import Products
@@ -112,7 +112,7 @@ class BiLM(nn.Module):
 
     def apply_plan(self, options: RunOptions, packed=None) -> BiLM:
         """Swap in the planned linears of ``options``' execution plan for this biLM's ``nn.Linear`` s and its
-        level module (:func:`pyelmo.modeling.lstm.planned_level`), once, at load
+        level module (:data:`pyelmo.modeling.lstm.LEVELS`), once, at load
         (:func:`pyelmo.runtime.swap.swap_linears`; int8: only the int8 copies of the weights it quantizes are
         kept; ``packed(name, weight)``: each of them packed, e.g. from the numbers kept on disk,
         :mod:`pyelmo.runtime.int8_cache`). The biLM then runs with ``options`` only; ``load_state_dict`` (an
@@ -122,7 +122,7 @@ class BiLM(nn.Module):
         if options.plan is None or self.planned_products is not None:
             raise ValueError("a plan is applied once, to a biLM not planned yet, from inference run options")
         swap_linears(self, options.products, packed)
-        self.level = planned_level(options.plan.level_order, options.products.dtype)
+        self.level = LEVELS[options.plan.level_order]()
         self.planned_products = options.products
         return self
 

@@ -18,13 +18,11 @@ then writes into buffers (``workspace``).
 
 from __future__ import annotations
 
-import time
 from typing import Sequence
 
 import torch
 from torch import nn
 
-from pyelmo.runtime import autotune
 from pyelmo.runtime.backends import Backend, Workspace
 from pyelmo.runtime.linear import paired
 from pyelmo.runtime.rows import PackedRows
@@ -140,30 +138,5 @@ class Apart(Level):
         return tuple(torch.cat(parts) for parts in zip(*each))
 
 
-class Measured(Level):
-    """An autotuned plan's order: per row class the one measured faster on this CPU, timed on the first calls
-    themselves (:func:`pyelmo.runtime.autotune.level_order`), then kept with the kernel choices."""
-
-    def __init__(self, dtype: torch.dtype | None) -> None:
-        super().__init__()
-        self.dtype, self.orders = dtype, {"together": Together(), "apart": Apart()}
-
-    def forward(self, layers, inputs, rows, h, c, backend):
-        if inputs.device.type != "cpu":
-            return self.orders["together"](layers, inputs, rows, h, c, backend)
-        shape = (inputs.shape[-1], layers[0].dim, layers[0].projection_dim)
-        order, timed = autotune.level_order(rows.batch, shape, self.dtype)
-        start = time.perf_counter()
-        result = self.orders[order](layers, inputs, rows, h, c, backend)
-        if timed is not None:
-            timed((time.perf_counter() - start) / max(rows.n_packed, 1))
-        return result
-
-
-#: The level module of each of a plan's ``level_order`` values (:data:`pyelmo.runtime.plan.LEVEL_ORDERS`, autotune).
-LEVELS = {"together": Together, "apart": Apart, "autotune": Measured}
-
-
-def planned_level(level_order: str, dtype: torch.dtype | None) -> Level:
-    """The level module of a plan's ``level_order`` (``dtype``: its products' precision, which autotune measures in)."""
-    return Measured(dtype) if level_order == "autotune" else LEVELS[level_order]()
+#: The level module of each of a plan's ``level_order`` values (:data:`pyelmo.runtime.plan.LEVEL_ORDERS`).
+LEVELS = {"together": Together, "apart": Apart}

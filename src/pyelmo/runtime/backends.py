@@ -19,10 +19,8 @@ from typing import Callable, Protocol
 import torch
 from torch import nn
 
-from pyelmo.runtime import autotune
 from pyelmo.runtime.linear import PlannedLinear
 from pyelmo.runtime.plan import ROW_CLASSES, ExecutionPlan
-from pyelmo.runtime.precision import DEFAULT
 from pyelmo.runtime.products import PLAIN, Products
 
 #: Packed rows (token positions of one direction) per input-to-gate product in the inference loop.
@@ -100,8 +98,7 @@ class Inference:
         """The plan as it applies to a model: per product (by name: a planned linear, or a weight run by
         :attr:`products`) and row class the kernel (and precision) it runs with (``bmm``: a time step's
         products of both directions batched, for the products named in ``step``), and per row class the
-        order of a level of ``shape``'s directions. Decided by the same calls the products make (an
-        autotuned plan measures what it has not measured yet)."""
+        order of a level of ``shape``'s directions. Decided by the same calls the products make."""
         table = []
         for name, product in products.items():
             for rows in ROW_CLASSES:
@@ -114,25 +111,14 @@ class Inference:
                 weight = list(product.shape)
                 table.append({"product": name, "weight": weight, "rows": _rows_label(rows), "kernel": kernel,
                               "precision": precision})
-        orders = {}
-        for rows in ROW_CLASSES:
-            if self.plan.level_order != "autotune":
-                orders[rows] = self.plan.level_order
-            else:
-                entry = autotune.level_order_entry(rows, shape, self.products.dtype)
-                orders[rows] = autotune.MEASURED.lookup(entry) or "measured on the first calls"
         return {"plan": self.plan.summary(), "products": table,
-                "level_order": {_rows_label(r): order for r, order in orders.items()}}
+                "level_order": {_rows_label(r): self.plan.level_order for r in ROW_CLASSES}}
 
     def _runs(self, product: nn.Module | torch.Tensor, rows: int) -> tuple[str, str, int]:
         """The kernel, precision and batched rows (:meth:`PlannedLinear.batched_rows`) of ``rows`` rows."""
         if isinstance(product, PlannedLinear):
             device = "cpu" if product.weight.is_meta else product.weight.device
             x = torch.zeros(rows, product.in_features, device=device)
-            exact = getattr(product, "exact", None)
-            runs = exact if exact is not None and self.products.runs_exact(x, product.weight) else product
-            return runs.kernel(x), runs.precision, runs.batched_rows()
+            return product.kernel(x), product.precision, product.batched_rows()
         x = torch.zeros(rows, product.shape[1], device=product.device)
-        exact = self.products.runs_exact(x, product)
-        runs = self.products.exact if exact else self.products
-        return runs.kernel(x, product), DEFAULT.name if exact else self.products.precision_of(product), 0
+        return self.products.kernel(x, product), self.products.precision_of(product), 0

@@ -27,7 +27,8 @@ from safetensors.torch import save_file
 from pyelmo.fileio import atomic_writer
 from pyelmo.paths import user_cache_dir
 from pyelmo.runtime.kernels import int8_weights, pack_int8
-from pyelmo.runtime.plan import ExecutionPlan, int8_engine
+from pyelmo.runtime.plan import ExecutionPlan
+from pyelmo.runtime.precision import int8_engine
 
 #: The layout of an entry; another one is a miss.
 FORMAT = "1"

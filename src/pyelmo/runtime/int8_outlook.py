@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from pyelmo.runtime.plan import cpu_flags, int8_engine
+from pyelmo.runtime.plan import cpu_flags
+from pyelmo.runtime.precision import int8_engine
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The kernels of ``x @ W^T``: each one small class, one precision, on ``W`` prepared once for it.
 
-- :class:`TorchMM`: ``torch.mm`` on ``W^T`` (a view of ``W``, or a contiguous copy: ``mm_t``);
+- :class:`TorchMM`: ``torch.mm`` on ``W^T`` (a view of ``W``);
 - :class:`OneDNN`: oneDNN's linear with ``W`` prepacked in its blocked layout;
 - both in float32 (exact) or bfloat16 (inputs and weights; float32 sums, a bfloat16 result);
 - :class:`Int8`: int8 inputs (per row) and weights (per output channel), int32 sums, a float32 result.
@@ -118,14 +118,10 @@ class Kernel:
 
 
 class TorchMM(Kernel):
-    """``torch.mm`` on ``W^T``: a view of ``W`` (``mm``) or a contiguous copy (``mm_t``, ``copy=True``)."""
-
-    def __init__(self, dtype: torch.dtype | None = None, copy: bool = False) -> None:
-        super().__init__(dtype)
-        self.copy = copy
+    """``torch.mm`` on ``W^T``, a view of ``W``."""
 
     def prepare(self, w: torch.Tensor) -> torch.Tensor:
-        return self.cast(w).t().contiguous() if self.copy else self.cast(w).t()
+        return self.cast(w).t()
 
     def product(self, x, prepared, bias=None):
         if self.dtype is None:
@@ -181,7 +177,6 @@ class Int8(Kernel):
 #: :meth:`pyelmo.runtime.products.Products.kernels` makes them.
 KERNEL_CLASSES: dict[str, Callable[[torch.dtype | None, bool], Kernel]] = {
     "mm": lambda dtype, reduce_range: TorchMM(dtype),
-    "mm_t": lambda dtype, reduce_range: TorchMM(dtype, copy=True),
     "onednn": lambda dtype, reduce_range: OneDNN(dtype),
     "int8": lambda dtype, reduce_range: Int8(reduce_range),
 }

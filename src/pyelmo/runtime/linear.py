@@ -155,29 +155,11 @@ class ExactLinear(PlannedLinear):
 
 @planned("bfloat16")
 class BFloat16Linear(PlannedLinear):
-    """bfloat16 inputs and weights, float32 sums; the row classes an autotuned plan measured faster in
-    exact float32 run through an :class:`ExactLinear` of the same weight."""
+    """bfloat16 inputs and weights, float32 sums."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products) -> None:
         super().__init__(weight, bias, products)
         self.register_buffer("weight", owned(weight))
-        # the same weight's storage, not in state dicts (reloaded through this one's)
-        self.exact = ExactLinear(weight, bias, products.exact, persistent=False) if products.plan.autotune else None
-
-    def affine(self, x, bias, out=None):
-        if self.exact is not None and self.products.runs_exact(x, self.weight):
-            return self.exact.affine(x, bias, out)
-        return super().affine(x, bias, out)
-
-    def add_to(self, acc, x):
-        if self.exact is not None and self.products.runs_exact(x, self.weight):
-            return self.exact.add_to(acc, x)
-        return super().add_to(acc, x)
-
-    def native(self, x):
-        if self.exact is not None and self.products.runs_exact(x, self.weight):
-            return self.exact.native(x)
-        return super().native(x)
 
 
 @planned("int8")
@@ -220,12 +202,6 @@ class PlannedPair:
         # the weights as stored, each product taking W transposed: the form every other float32 product has
         self.stacked = (torch.stack([linear.weight for linear in linears]).transpose(1, 2)
                         if self.max_batched_rows else None)
-        exact = [getattr(linear, "exact", None) for linear in linears]
-        self.exact = exact[0].pair(exact) if all(e is not None for e in exact) else None
-
-    def _runs_exact(self, x: torch.Tensor) -> bool:
-        first = self.linears[0]
-        return self.exact is not None and first.products.runs_exact(x[0], first.weight)
 
     def affine(self, x: torch.Tensor, biases: Sequence[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
         """``out[d] = x[d] W_d^T + biases[d]``, direction by direction (large products)."""
@@ -235,8 +211,6 @@ class PlannedPair:
 
     def add_to(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """``acc[d] += x[d] W_d^T``."""
-        if self._runs_exact(x):
-            return self.exact.add_to(acc, x)
         if x.shape[1] <= self.max_batched_rows:
             return acc.baddbmm_(x, self.stacked)
         for d, linear in enumerate(self.linears):
@@ -245,8 +219,6 @@ class PlannedPair:
 
     def product(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out[d] = x[d] W_d^T``."""
-        if self._runs_exact(x):
-            return self.exact.product(x, out)
         if x.shape[1] <= self.max_batched_rows:
             return torch.bmm(x, self.stacked, out=out)
         for d, linear in enumerate(self.linears):

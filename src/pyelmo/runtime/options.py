@@ -66,12 +66,12 @@ class RunOptions:
 
     @classmethod
     def inference(cls, plan: ExecutionPlan | None = None, *, stateful: bool = False, token_cache_size: int = 0,
-                  autotune: bool = False, kernels: str | None = None, device: str | torch.device = "cpu",
+                  kernels: str | None = None, device: str | torch.device = "cpu",
                   precision: str | None = None, int8_min_weight: int | None = None) -> RunOptions:
         """The inference backend with ``plan`` (default: :meth:`ExecutionPlan.for_machine` of ``precision``
-        (a name of :mod:`pyelmo.runtime.precision`: ``float32``, ``bfloat16``, ``int8``), ``int8_min_weight``,
-        ``autotune`` and ``kernels``)."""
-        plan = plan or ExecutionPlan.for_machine(autotune=autotune, kernels=kernels, device=device,
+        (a name of :mod:`pyelmo.runtime.precision`: ``float32``, ``bfloat16``, ``int8``), ``int8_min_weight``
+        and ``kernels``)."""
+        plan = plan or ExecutionPlan.for_machine(kernels=kernels, device=device,
                                                  precision=precision, int8_min_weight=int8_min_weight)
         return cls(Inference(plan), TokenCache(token_cache_size) if token_cache_size > 0 else None,
                    CarriedStates() if stateful else None)

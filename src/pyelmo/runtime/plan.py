@@ -3,14 +3,13 @@ LSTM directions run. One explicit, printable object, passed in the run options.
 
 By default the plan is a fixed rule of the machine's features and the PyTorch version, never
 of timing, so the same machine, command and input give the same bits whatever the load or
-caches. Measured autotuning (``autotune=True``, like ``torch.backends.cudnn.benchmark``) is
-opt-in: it times the candidates here once and keeps the choices on disk
-(:mod:`pyelmo.runtime.autotune`); it changes only the order of float32 sums.
+caches.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,17 +18,9 @@ import torch
 
 from pyelmo.errors import ConfigError
 from pyelmo.runtime import precision as precisions
-from pyelmo.runtime.precision import Precision, bf16_supported, int8_engine, usable_bf16  # noqa: F401 (their old home)
+from pyelmo.runtime.precision import Precision
+from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS
 
-#: Exact float32 product kernels: ``torch.mm`` on ``W`` as stored, ``torch.mm`` on a contiguous
-#: copy of ``W^T``, and oneDNN with ``W`` prepacked into its blocked layout.
-KERNELS = ("mm", "mm_t", "onednn")
-#: How a plan picks the kernels: the fixed rule, measured here (``autotune``), or one kernel for all.
-KERNEL_RULES = ("fixed", "autotune", *KERNELS)
-#: How the packed loop runs a level's two directions (the plan's ``level_order``): in one loop (gate
-#: nonlinearities once over both, small step products batched) or one after the other (each direction's
-#: weights stay in cache).
-LEVEL_ORDERS = ("together", "apart")
 #: The int8 mode quantizes the weights of at least this many elements (the LSTM's and the highways' of the
 #: released sizes); smaller products (the convolutions, a small model's projections) stay exact float32,
 #: where the dynamic quantization of their inputs costs more than int8 saves.
@@ -66,6 +57,13 @@ def cpu_flags() -> tuple[str, frozenset[str]]:
     return name or platform.processor() or platform.machine() or "unknown CPU", frozenset(flags.split())
 
 
+def machine_key() -> dict[str, str]:
+    """What a measurement holds for: this CPU (model and a hash of its flags) and this PyTorch."""
+    name, flags = cpu_flags()
+    digest = hashlib.sha1(" ".join(sorted(flags)).encode()).hexdigest()[:12]
+    return {"cpu": f"{name} [{digest}]", "torch": torch.__version__}
+
+
 def row_class(rows: int) -> int:
     """The row class of a product of ``rows`` rows (see :data:`ROW_CLASSES`)."""
     for size in ROW_CLASSES:
@@ -85,8 +83,7 @@ class ExecutionPlan:
 
     ``precision``: the name of a registered :class:`~pyelmo.runtime.precision.Precision` (``"float32"``
     exact, the default; an old spelling such as ``"torch.float32"`` is read as its name);
-    ``kernels``: one of :data:`KERNEL_RULES`; ``level_order``: one of :data:`LEVEL_ORDERS`, or
-    ``"autotune"`` (measured on the first calls). ``cpu``, ``torch``, ``onednn``: what the rule was
+    ``kernels``: one of :data:`KERNEL_RULES`; ``level_order``: one of :data:`LEVEL_ORDERS`. ``cpu``, ``torch``, ``onednn``: what the rule was
     decided from. ``int8_min_weight``: in a quantizing precision (int8), the products with weights of at
     least this many elements run quantized (0: all of them), the others exact float32.
     """
@@ -102,7 +99,7 @@ class ExecutionPlan:
     def __post_init__(self) -> None:
         spec = precisions.get(self.precision)
         object.__setattr__(self, "precision", spec.name)  # the one spelling
-        for name, allowed in (("kernels", KERNEL_RULES), ("level_order", (*LEVEL_ORDERS, "autotune"))):
+        for name, allowed in (("kernels", KERNEL_RULES), ("level_order", LEVEL_ORDERS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"plan {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.kernels == "onednn" and not self.onednn:
@@ -111,12 +108,12 @@ class ExecutionPlan:
             raise ConfigError(f"{spec.name} was asked for, but this PyTorch build has no kernels for it")
 
     @classmethod
-    def for_machine(cls, *, autotune: bool = False, kernels: str | None = None, device: str | torch.device = "cpu",
+    def for_machine(cls, *, kernels: str | None = None, device: str | torch.device = "cpu",
                     precision: str | Precision | None = None, int8_min_weight: int | None = None) -> ExecutionPlan:
         """The plan for this machine: ``precision`` (a name of :mod:`pyelmo.runtime.precision`, default float32),
         where this machine runs it (bfloat16 only where the hardware multiplies it, else exact float32; int8 on
         the CPU only, on the weights of at least ``int8_min_weight`` elements, default :data:`INT8_MIN_WEIGHT`);
-        the fixed rule (or ``kernels``), or measured with ``autotune``. The directions run one after the
+        the fixed rule (or ``kernels``). The directions run one after the
         other on CPUs with AMX tiles, where each direction's weights staying in cache pays, else together."""
         on_cpu = torch.device(device).type == "cpu"
         spec = precisions.get(precision)
@@ -124,23 +121,14 @@ class ExecutionPlan:
             spec = precisions.DEFAULT
         if spec.cpu_only and not on_cpu:
             raise ConfigError(f"{spec.name} runs on the CPU only (its kernels are PyTorch's CPU ones), not on {device}")
-        if autotune and not spec.autotune:
-            measured = " and ".join(p.name for p in precisions.REGISTRY.values() if p.autotune)
-            raise ConfigError(f"autotune measures the {measured} kernels: it cannot be combined with {spec.name}")
-        if autotune and kernels not in (None, "autotune"):
-            raise ConfigError(f"autotune measures the kernels: it cannot be combined with kernels={kernels!r}")
-        rule = "autotune" if autotune else (kernels or "fixed")
-        level_order = "autotune" if autotune else ("apart" if "amx_tile" in cpu_flags()[1] else "together")
+        rule = kernels or "fixed"
+        level_order = "apart" if "amx_tile" in cpu_flags()[1] else "together"
         if int8_min_weight is not None and (not spec.quantizes or int8_min_weight < 0):
             quantizing = " or ".join(f"--precision {p.name}" for p in precisions.REGISTRY.values() if p.quantizes)
             raise ConfigError("int8_min_weight (--int8-min-weight) is a number of weight elements >= 0 and goes with "
                               f"a quantizing precision ({quantizing})")
         return cls(spec.name, rule, level_order, onednn=onednn_available() and on_cpu,
                    int8_min_weight=INT8_MIN_WEIGHT if int8_min_weight is None else int8_min_weight)
-
-    @property
-    def autotune(self) -> bool:
-        return self.kernels == "autotune"
 
     @property
     def spec(self) -> Precision:
@@ -153,8 +141,8 @@ class ExecutionPlan:
         return self.spec.torch_dtype
 
     def kernel(self, rows: int, weight_shape: tuple[int, int]) -> str:
-        """The float32 kernel of a product of ``rows`` rows times ``W^T`` under a non-measured rule: a
-        function of the row class and the weight's shape only."""
+        """The float32 kernel of a product of ``rows`` rows times ``W^T``: a function of the row class and
+        the weight's shape only."""
         if self.kernels in KERNELS:
             return self.kernels
         return fixed_kernel(row_class(rows), weight_shape, self.onednn)

@@ -68,7 +68,7 @@ class Precision:
     ``usable_on_cpu``: whether this CPU runs it fast (else it warns, and a CPU plan runs exact float32);
     ``onednn``: whether oneDNN runs its reduced-``dtype`` products here (else ``torch.mm`` does);
     ``engine``: the engine that runs it here, ``None`` where this build has none; ``cpu_only``,
-    ``autotune`` (measured autotuning can run with it), ``tasks`` (task models accept it);
+    ``tasks`` (task models accept it);
     ``spellings``: what earlier files say for it.
     """
 
@@ -80,7 +80,6 @@ class Precision:
     onednn: Callable[[], bool] | None = None
     engine: Callable[[], str | None] | None = None
     cpu_only: bool = False
-    autotune: bool = True
     tasks: bool = True
     spellings: tuple[str, ...] = ()
 
@@ -161,4 +160,4 @@ BFLOAT16 = register(Precision(
 INT8 = register(Precision(
     "int8", "on the CPU, the products with large weights (the LSTM's and the highways' of the released sizes) on int8 "
     "weights, quantized per output channel at load, and int8 inputs (slightly different vectors)",
-    quantized_kernel="int8", engine=int8_engine, cpu_only=True, autotune=False))
+    quantized_kernel="int8", engine=int8_engine, cpu_only=True))

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import functools
 import weakref
-from dataclasses import replace
 from typing import Callable
 
 import torch
 
-from pyelmo.runtime import autotune
 from pyelmo.runtime.kernels import KERNEL_CLASSES, Kernel
-from pyelmo.runtime.kernels import int8_linear, onednn_rows, quantize_int8  # noqa: F401 (their old home)
-from pyelmo.runtime.plan import KERNELS, ExecutionPlan, int8_engine, row_class
+from pyelmo.runtime.plan import KERNELS, ExecutionPlan, row_class
+from pyelmo.runtime.precision import int8_engine
 from pyelmo.runtime.precision import DEFAULT
 
 class Products:
@@ -52,7 +50,6 @@ class Products:
         self.decisions: dict[tuple[int, tuple[int, int]], str] = {}
         self._weights: dict[tuple, tuple[weakref.ref, tuple, torch.Tensor]] = {}
         self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
-        self._precisions: dict[tuple, str] = {}
 
     @property
     def differentiable(self) -> bool:
@@ -80,11 +77,6 @@ class Products:
             self._derived[id(owner)] = cached
         return cached[2]
 
-    @functools.cached_property
-    def exact(self) -> Products:
-        """The exact float32 products of this plan's kernel rule (where the bfloat16 mode hands products)."""
-        return Products(replace(self.plan, precision=DEFAULT.name))
-
     def quantizes(self, w: torch.Tensor) -> bool:
         """Whether the products with ``w`` run in int8 (the plan's :meth:`ExecutionPlan.quantized`)."""
         return self.int8 and self.plan.quantized(tuple(w.shape))
@@ -95,18 +87,8 @@ class Products:
         lowered = self.quantizes(w) or self.dtype is not None
         return self.plan.precision if lowered else DEFAULT.name
 
-    def runs_exact(self, x: torch.Tensor, w: torch.Tensor) -> bool:
-        """In the bfloat16 mode of an autotuned plan: whether ``x @ w.T`` runs as exact float32 instead,
-        because bfloat16 measured slower for its shape class here."""
-        if self.dtype is None or not self.plan.autotune or x.device.type != "cpu" or x.dtype != torch.float32:
-            return False
-        key = (row_class(x.shape[0]), tuple(w.shape))
-        if key not in self._precisions:
-            self._precisions[key] = autotune.precision(self, key[0], w)
-        return self._precisions[key] == DEFAULT.name
-
     def kernel(self, x: torch.Tensor, w: torch.Tensor) -> str:
-        """The kernel that computes ``x @ w.T``: the plan's (measured under autotune)."""
+        """The kernel that computes ``x @ w.T``: the plan's."""
         if self.plan is None or x.device.type != "cpu" or x.dtype != torch.float32:
             return "mm"
         key = (row_class(x.shape[0]), tuple(w.shape))
@@ -116,8 +98,6 @@ class Products:
                 chosen = self.plan.spec.quantized_kernel
             elif self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
                 chosen = "onednn" if self.onednn and self.plan.spec.onednn and self.plan.spec.onednn() else "mm"
-            elif self.plan.autotune:
-                chosen = autotune.kernel(self, key[0], w)
             else:
                 chosen = self.plan.kernel(x.shape[0], key[1])
             self.decisions[key] = chosen
@@ -146,8 +126,6 @@ class Products:
     def mm(self, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
            out: torch.Tensor | None = None) -> torch.Tensor:
         """``x @ w.T (+ bias)`` as float32 (``w`` as stored in a ``Linear``: ``(out, in)``), into ``out`` if given."""
-        if self.runs_exact(x, w):
-            return self.exact.mm(x, w, bias, out)
         kernel = self.kernel(x, w)
         return self.kernels[kernel].run(x, self.weight(w, kernel), bias, out)
 

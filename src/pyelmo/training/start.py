@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from pyelmo.config import ElmoConfig
-from pyelmo.runtime.plan import usable_bf16
+from pyelmo.runtime.precision import usable_bf16
 from pyelmo.errors import ConfigError
 from pyelmo.lm.model import LanguageModel
 from pyelmo.modeling.bilm import BiLM

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from pyelmo.runtime.plan import bf16_supported
+from pyelmo.runtime.precision import bf16_supported
 from pyelmo.training.config import TrainConfig, config_from_dict
 from pyelmo.lm.model import evaluate
 from pyelmo.lm.text import TokenizedText

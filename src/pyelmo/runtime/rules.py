@@ -1,0 +1,11 @@
+"""The names an execution plan chooses among, without importing torch (the command line's choices)."""
+
+#: Exact float32 product kernels: ``torch.mm`` on ``W`` as stored, and oneDNN with ``W`` prepacked
+#: into its blocked layout.
+KERNELS = ("mm", "onednn")
+#: How a plan picks the kernels: the fixed rule, or one kernel for all.
+KERNEL_RULES = ("fixed", *KERNELS)
+#: How the packed loop runs a level's two directions (the plan's ``level_order``): in one loop (gate
+#: nonlinearities once over both, small step products batched) or one after the other (each direction's
+#: weights stay in cache).
+LEVEL_ORDERS = ("together", "apart")
