@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trees import (PLANS, TreeWorker, by_tree, embedder_options, inference_options, interleaved,  # noqa: E402
+from trees import (PLANS, TreeWorker, by_tree, embedder_options, inference_options, interleaved, run_model,  # noqa: E402
                    pyelmo_names, serve)
 
 
@@ -54,13 +54,14 @@ def worker(config: str, workload: str, sentences: int, threads: int, plan: str, 
         text = make_sentences(sentences, seed=1000 + size)
         batches = [text[i : i + size] for i in range(0, len(text), size)]
     ids = [names.batch_to_ids(b) for b in batches]
+    runner = run_model(model, options)
 
     def run_round() -> list[np.ndarray]:
         if workload == "embed_sentence":
             embed = names.ElmoEmbedder(model, **embedder_options(names, plan)).embed_sentence
             return [embed(b[0]) for b in batches]
         with torch.inference_mode():
-            return [model(x, options=options).layers.numpy() for x in ids]
+            return [runner(x, options=options).layers.numpy() for x in ids]
 
     def handle(cmd: dict) -> dict:
         if cmd["op"] == "describe":

@@ -158,10 +158,14 @@ class PyelmoSide:
         self.model = self.names.load_bilm_hdf5(options, weights)
         # no token cache: every repeat recomputes every token
         self.options, _ = inference_options(self.names, "default", **({} if precision == "float32" else {"precision": precision}))
-        if precision == "int8":  # as ElmoEmbedder does with a model it loads: the int8 copies only
-            if hasattr(self.model, "apply_plan"):
+        try:  # as ElmoEmbedder does with a model it loads: planned in place (int8: the int8 copies only)
+            from pyelmo.runtime.planning import plan_model
+
+            plan_model(self.model, self.options)
+        except ImportError:  # a tree that plans when run (int8: earlier, its own way)
+            if precision == "int8" and hasattr(self.model, "apply_plan"):
                 self.model.apply_plan(self.options)
-            else:  # a tree before planned linears
+            elif precision == "int8":  # a tree before planned linears
                 self.model.release_weights(self.options.products)
 
     def sentence_runner(self, cache: bool):

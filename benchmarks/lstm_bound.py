@@ -177,11 +177,11 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
     from pyelmo.modeling import bilm, lstm
     from pyelmo.modeling.characters import batch_to_ids
     from pyelmo.modelio.weights import load_bilm_hdf5
-    from pyelmo.runtime.backends import INPUT_GATE_CHUNK_ROWS
     from pyelmo.runtime.options import RunOptions
+    from pyelmo.runtime.planning import INPUT_GATE_CHUNK_ROWS, plan_model
     from pyelmo.runtime.plan import ExecutionPlan
     from pyelmo.runtime.products import Products
-    from pyelmo.runtime.rows import PackedRows
+    from pyelmo.modeling.rows import PackedRows
 
     options_file, weights_file = embed_throughput.write_model(args.config, workdir)
     model = load_bilm_hdf5(options_file, weights_file)
@@ -209,6 +209,7 @@ def bound(args: argparse.Namespace, workdir: Path) -> None:
     bilm.encode_distinct = timed("encoder", encode)
     lstm.Level.__call__ = timed("LSTM levels", torch.nn.Module.__call__)  # every level module's call
     options = RunOptions.inference()
+    plan_model(model, options)
     ids = [batch_to_ids(b) for b in batches]
     runs = []
     try:

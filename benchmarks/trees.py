@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import importlib
 import json
 import os
@@ -61,6 +63,16 @@ def inference_options(names: SimpleNamespace, plan: str, **kwargs) -> tuple[obje
         return names.RunOptions.inference(**kwargs), "its default plan (kernels measured here)"
     options = names.RunOptions.inference(**embedder_options(names, plan), **kwargs)
     return options, options.plan.summary()
+
+
+def run_model(model, options):
+    """The model that runs ``options`` in this tree: a copy planned for inference options (what trees before
+    ``pyelmo.runtime.planning`` made by themselves when run with them), else the model itself."""
+    try:
+        from pyelmo.runtime.planning import plan_model
+    except ImportError:
+        return model
+    return plan_model(copy.deepcopy(model), options) if options.plan is not None else model
 
 
 def embedder_options(names: SimpleNamespace, plan: str) -> dict:

@@ -325,11 +325,10 @@ def test_report_writing(tmp_path):
 
 def test_cli_evaluate_all(tmp_path, word2vec_file, capsys, monkeypatch):
     from pyelmo.cli import main
-    from pyelmo.modeling.bilm import BiLM
+    from pyelmo.runtime import planning
 
-    copies, for_run = [], BiLM.for_run  # per biLM call: whether a planned copy ran (the biLM loaded is planned)
-    monkeypatch.setattr(BiLM, "for_run", lambda self, options: copies.append(for_run(self, options) is not self)
-                        or for_run(self, options))
+    planned, plan_model = [], planning.plan_model  # the biLMs planned: the one loaded, once
+    monkeypatch.setattr(planning, "plan_model", lambda model, *a: planned.append(model) or plan_model(model, *a))
     out = tmp_path / "out"
     rc = main(["evaluate", "all", "--options-file", str(OPTIONS), "--weight-file", str(WEIGHTS),
                "--word2vec", str(word2vec_file), "--wordnet", str(WORDNET), "--brown", str(BROWN),
@@ -342,7 +341,7 @@ def test_cli_evaluate_all(tmp_path, word2vec_file, capsys, monkeypatch):
     assert "## Word sense disambiguation" in text and "## Part-of-speech probe" in text and "### play" in text
     assert json.loads((out / "pos.json").read_text())["data"]["train_sentences"] == 10
     assert "wrote" in capsys.readouterr().out
-    assert copies and not any(copies)
+    assert len(planned) == 1
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):

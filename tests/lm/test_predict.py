@@ -80,36 +80,34 @@ def test_few_candidates_rank_only_words_from_the_directions_top_lists():
 WORDS = ["<S>", "</S>", "<UNK>", "the", "bank", "river", "money", ".", "boat", "near", "we", "sat", "on"]
 
 
-def _runs_planned_copies(monkeypatch) -> list[bool]:
-    """Per biLM call from now on: whether it ran a planned copy (not the biLM called)."""
-    from pyelmo.modeling.bilm import BiLM
+def _plans(monkeypatch) -> list[object]:
+    """The models ``plan_model`` plans from now on."""
+    from pyelmo.runtime import planning
 
-    copies, for_run = [], BiLM.for_run
+    planned, real = [], planning.plan_model
 
-    def spy(self, options):
-        runs = for_run(self, options)
-        copies.append(runs is not self)
-        return runs
+    def spy(model, options, *args):
+        planned.append(model)
+        return real(model, options, *args)
 
-    monkeypatch.setattr(BiLM, "for_run", spy)
-    return copies
+    monkeypatch.setattr(planning, "plan_model", spy)
+    return planned
 
 
-def test_a_predictor_that_loads_its_model_plans_it_in_place_with_the_same_numbers(tiny_model, tmp_path, monkeypatch):
+def test_a_predictor_that_loads_its_model_plans_it_in_place(tiny_model, tmp_path, monkeypatch):
     from lmfolder import lm_folder
     from pyelmo.runtime.linear import PlannedLinear
 
     folder = lm_folder(tiny_model, tmp_path / "lm", WORDS)
     sentence = "we sat on the ___ bank .".split()
     own = LanguageModel.from_pretrained(folder)
-    handed = WordPredictor(own, own.vocab)  # a model handed in: left as it is, a planned copy runs
+    handed = WordPredictor(own, own.vocab)  # a model handed in: left as it is, its own modules run
+    planned = _plans(monkeypatch)
     loaded = WordPredictor.from_pretrained(folder)
-    copies = _runs_planned_copies(monkeypatch)
-    assert isinstance(loaded.bilm.directions[0][0].input_gates, PlannedLinear)
+    assert planned == [loaded.bilm] and isinstance(loaded.bilm.directions[0][0].input_gates, PlannedLinear)
     assert isinstance(handed.bilm.directions[0][0].input_gates, torch.nn.Linear)
     for got, want in zip(loaded.log_probs(sentence, 4), handed.log_probs(sentence, 4)):
-        assert torch.equal(got, want)
-    assert copies == [False, True]
+        assert (got - want).abs().max() < 1e-5
 
 
 def test_perplexity_runs_the_model_it_loads_planned_in_place(tiny_model, tmp_path, monkeypatch):
@@ -122,7 +120,7 @@ def test_perplexity_runs_the_model_it_loads_planned_in_place(tiny_model, tmp_pat
     text.write_text("we sat on the bank .\nthe boat near the river bank .\n", encoding="utf-8")
     own = LanguageModel.from_pretrained(folder)
     want = evaluate(own, TokenizedText([text], own.vocab, 100, own.bilm.config.char_cnn.max_characters_per_token))
-    copies = _runs_planned_copies(monkeypatch)
+    planned = _plans(monkeypatch)
     got = perplexity(folder, [text], max_length=100)
-    assert copies and not any(copies)
-    assert got == want
+    assert len(planned) == 1  # the biLM it loaded, in place
+    assert got.tokens == want.tokens and got.average == pytest.approx(want.average, rel=1e-5)

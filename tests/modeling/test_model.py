@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyelmo.modeling.bilm import BiLM
-from pyelmo.runtime.rows import PackedRows
+from pyelmo.modeling.rows import PackedRows
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.embedding.embedder import ElmoEmbedder

@@ -13,8 +13,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "pyelmo"
 #: its own entry, of its layer or of a lower one, never higher.
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundation", ["errors", "fileio", "paths", "config", "text"]),
-    ("runtime", ["runtime"]),
     ("modeling", ["modeling"]),
+    ("runtime", ["runtime"]),
     ("model files", ["modelio"]),
     ("language model", ["lm"]),
     ("embedding", ["embedding"]),
@@ -108,6 +108,13 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         if node not in state and (found := visit(node)):
             return found
     return None
+
+
+def test_the_model_imports_nothing_from_the_machinery_above_it():
+    """modeling/ is plain ``nn.Module`` s: nothing of runtime/ (plans, kernels, caches), at the top or inside functions."""
+    found = {f"{_module_name(p)} -> {i}" for p in (SRC / "modeling").glob("*.py") for i in _imports(p)
+             if i.split(".")[0] not in ("modeling", "config", "errors")}
+    assert not found, sorted(found)
 
 
 def test_no_module_imports_a_cycle_even_inside_functions():
@@ -327,12 +334,11 @@ def _reads_of(path: Path, fields: set[str]) -> list[str]:
 
 
 def test_runtime_reads_no_modeling_object_by_its_fields():
-    """runtime/ runs the linear modules modeling/ hands it (``runtime.linear.paired``) and the planned ones
-    it swapped in for ``nn.Linear`` s by type, never reaching into a layer's fields by name (duck typing
-    the layering rule cannot see)."""
+    """runtime/ swaps its modules in for modeling/'s by type (``runtime.planning.swap_modules``), never reaching
+    into a layer's fields by name (duck typing the layering rule cannot see)."""
     fields = _modeling_fields()
     assert {"input_gates", "state_gates", "projection", "gate_bias", "cell", "token_encoder", "directions",
-            "apply_plan"} <= fields
+            "conv_max", "level"} <= fields
     reads = [r for path in sorted((SRC / "runtime").glob("*.py")) for r in _reads_of(path, fields)]
     assert not reads, reads
 

@@ -4,6 +4,8 @@ the plan's order is the one that runs."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -14,6 +16,7 @@ from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.modelio.weights import load_bilm_hdf5
 from pyelmo.runtime.options import CarriedStates, RunOptions
 from pyelmo.runtime.plan import LEVEL_ORDERS, ExecutionPlan
+from pyelmo.runtime.planning import plan_model
 
 ATOL = 1e-5
 
@@ -37,8 +40,10 @@ def cache(monkeypatch):
 
 
 def _run(model, batch, plan: ExecutionPlan | None = None) -> tuple[np.ndarray, tuple[torch.Tensor, torch.Tensor]]:
+    options = RunOptions.inference(plan)
+    planned = plan_model(copy.deepcopy(model), options)
     with torch.no_grad():
-        out = model(batch_to_ids(batch), options=RunOptions.inference(plan))
+        out = planned(batch_to_ids(batch), options=options)
     return out.layers.numpy(), out.final_state
 
 
@@ -102,8 +107,6 @@ def test_directions_are_validated():
 
 
 def test_a_plan_swaps_in_its_level_module_which_holds_no_weights(tiny_model):
-    import copy
-
     from pyelmo.modeling.lstm import LEVELS, Apart, Together
 
     assert set(LEVELS) == set(LEVEL_ORDERS)  # every order a plan may name has its module
@@ -111,6 +114,6 @@ def test_a_plan_swaps_in_its_level_module_which_holds_no_weights(tiny_model):
     keys = set(tiny_model.state_dict())
     for order, kind in [("together", Together), ("apart", Apart)]:
         options = RunOptions.inference(ExecutionPlan(level_order=order))
-        planned = copy.deepcopy(tiny_model).apply_plan(options)
+        planned = plan_model(copy.deepcopy(tiny_model), options)
         assert type(planned.level) is kind
         assert set(planned.state_dict()) == keys  # the same saved names: the level module has no state

@@ -1,9 +1,10 @@
-"""The inference backend (pyelmo.runtime.backends.Inference: an execution plan's products, the token
+"""A planned biLM (pyelmo.runtime.planning.plan_model: an execution plan's products, the token
 cache) and the embedder's speed-ups (token-budget batching, background writing) compute the same
-numbers as the differentiable backend, within 1e-5, with every float32 kernel."""
+numbers as the model's own differentiable modules, within 1e-5, with every float32 kernel."""
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 from pathlib import Path
@@ -19,17 +20,16 @@ from pyelmo.embedding.embedder import ElmoEmbedder
 from pyelmo.modelio.weights import load_bilm_hdf5
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
-from pyelmo.modeling.encoder import conv_max_gemm, encode_distinct, padded_conv_weights
-from pyelmo.modeling.lstm import run_lstm
-from pyelmo.runtime import backends
-from pyelmo.runtime.backends import Differentiable, Inference
+from pyelmo.modeling.encoder import FusedConvMax, conv_max_gemm, encode_distinct, padded_conv_weights
+from pyelmo.modeling.lstm import Workspace, run_lstm
 from pyelmo.runtime.linear import BFloat16Linear
+from pyelmo.runtime.planning import INPUT_GATE_CHUNK_ROWS, PlannedConvMax, plan_model
 from pyelmo.runtime.options import CarriedStates, RunOptions
 from pyelmo.runtime.plan import KERNELS, ExecutionPlan, onednn_available
 from pyelmo.runtime.precision import bf16_supported
 from pyelmo.runtime.kernels import onednn_rows
-from pyelmo.runtime.products import PLAIN, Products
-from pyelmo.runtime.rows import PackedRows
+from pyelmo.runtime.products import Products
+from pyelmo.modeling.rows import PackedRows
 from pyelmo.runtime.token_cache import TokenCache
 from pyelmo.text.batching import token_budget_batches
 
@@ -72,11 +72,22 @@ def _sentences(n: int, seed: int, max_len: int = 12) -> list[list[str]]:
 
 def _layers(model: BiLM, ids: torch.Tensor, plan: ExecutionPlan | None = None, keep: bool = False,
             grad: bool = False, options: RunOptions | None = None) -> torch.Tensor:
-    """The differentiable backend (no ``plan``, no ``options``), ``plan``'s inference backend, or ``options``."""
+    """The model's own modules (no ``plan``, no ``options``), or a copy of it planned for ``plan``'s inference
+    options (or ``options``'), made once per options."""
     if options is None:
         options = RunOptions.inference(plan) if plan is not None else RunOptions()
     with torch.set_grad_enabled(grad):
-        return model(ids, keep_sentence_boundaries=keep, options=options).layers
+        return _run_model(model, options)(ids, keep_sentence_boundaries=keep, options=options).layers
+
+
+def _run_model(model: BiLM, options: RunOptions) -> BiLM:
+    """``model`` for differentiable ``options``, else its copy planned for them (made on first use, then kept)."""
+    if options.plan is None:
+        return model
+    kept = getattr(options, "_planned_copy", None)
+    if kept is None or kept[0] is not model:
+        kept = options._planned_copy = (model, plan_model(copy.deepcopy(model), options))
+    return kept[1]
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"skip": False}, {"activation": "tanh"}, {"clip": None}])
@@ -100,24 +111,8 @@ def test_differentiable_backend_with_grad_equals_inference(plan):
     assert all(p.grad is not None for p in model.directions.parameters())
     assert model.token_encoder.convolutions[0].weight.grad.abs().sum() > 0
     fast = _layers(model, ids, plan)
-    assert not fast.requires_grad
+    assert not fast.requires_grad and not _layers(model, ids, plan, grad=True).requires_grad  # planned: frozen
     assert (with_grad.detach() - fast).abs().max() < ATOL
-    with pytest.raises(ValueError, match="computes no gradients"):  # never a silent loss of gradients
-        _layers(model, ids, plan, grad=True)
-
-
-def test_grad_mode_does_not_choose_the_backend(monkeypatch):
-    """The options choose the backend: under no_grad the default is still the differentiable one (e.g. validation)."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("the inference backend ran")
-
-    model = _model()
-    ids = batch_to_ids(_sentences(4, seed=3))
-    monkeypatch.setattr(Inference, "planned", refuse)
-    with torch.no_grad():
-        model(ids)
-        with pytest.raises(AssertionError, match="inference backend ran"):
-            model(ids, options=RunOptions.inference())
 
 
 def test_dropout_applies_in_both_backends(plan):
@@ -147,9 +142,8 @@ def test_stateful_inference_equals_differentiable(plan):
 def test_options_are_validated():
     with pytest.raises(ValueError, match="token cache"):
         RunOptions(token_cache=TokenCache())
-    with pytest.raises(ValueError, match="differentiable products"):
-        Differentiable(Products(ExecutionPlan()))
-    assert RunOptions().backend.differentiable and not RunOptions.inference().backend.differentiable
+    assert RunOptions().differentiable and not RunOptions.inference().differentiable
+    assert RunOptions().products is None and RunOptions.inference().products.plan == RunOptions.inference().plan
     assert RunOptions.inference(token_cache_size=3).token_cache.max_size == 3
     assert RunOptions.inference().token_cache is None and not RunOptions.inference().stateful
 
@@ -170,7 +164,7 @@ def test_workspace_buffers_are_reused_across_calls_and_grow(plan):
     call of the same size, a larger one for a larger batch, and the outputs unchanged."""
     model = _model()
     options = RunOptions.inference(plan)
-    workspace = options.backend.workspace
+    workspace = _run_model(model, options).level.workspace
     small, large = batch_to_ids(_sentences(3, seed=2)), batch_to_ids(_sentences(40, seed=3))
     first = _layers(model, small, options=options)
     kept = workspace._buffers["gates"]
@@ -180,7 +174,7 @@ def test_workspace_buffers_are_reused_across_calls_and_grow(plan):
     assert workspace._buffers["gates"].numel() > kept.numel()
     assert (big - _layers(model, large)).abs().max() < ATOL
     assert torch.equal(_layers(model, small, options=options), first)
-    workspace = backends.Workspace()
+    workspace = Workspace()
     view = workspace.buffer("x", (2, 3), torch.zeros(1, dtype=torch.bfloat16))
     assert view.shape == (2, 3) and view.dtype == torch.bfloat16
     assert workspace.buffer("x", (3, 2), torch.zeros(1)).dtype == torch.float32  # another dtype: a new buffer
@@ -221,10 +215,12 @@ def test_char_cnn_as_one_product_equals_convolutions(activation, plan):
     with torch.no_grad():
         chars = encoder.char_embedding(ids).transpose(1, 2)
         expected = torch.cat([conv(chars).amax(-1) for conv in encoder.convolutions], -1)
-        for products in (PLAIN, Products(plan)):  # plain torch products; the plan's kernel
-            got = conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products)
+        plain = encoder(ids)
+        for fused in (FusedConvMax(), PlannedConvMax(Products(plan))):  # torch products; the plan's kernel
+            got = conv_max_gemm(encoder.char_embedding, ids, fused.fused(encoder.convolutions))
             assert (got - expected).abs().max() < ATOL
-            assert (encoder(ids, products, fused_conv=True) - encoder(ids)).abs().max() < ATOL
+            encoder.conv_max = fused
+            assert (encoder(ids) - plain).abs().max() < ATOL
 
 
 def test_char_cnn_pools_bfloat16_responses_before_converting():
@@ -234,7 +230,7 @@ def test_char_cnn_pools_bfloat16_responses_before_converting():
     ids = batch_to_ids(_sentences(6, seed=4)).reshape(-1, 50)
     products = Products(ExecutionPlan(precision="bfloat16", kernels="mm"))  # runs (slowly) on any CPU
     with torch.no_grad():
-        got = conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products)
+        got = conv_max_gemm(encoder.char_embedding, ids, PlannedConvMax(products).fused(encoder.convolutions))
         weight, bias, _ = padded_conv_weights(encoder.convolutions)
         assert got.dtype == torch.float32
         converted = BFloat16Linear(weight, None, products).native(torch.zeros(1, weight.shape[1]))
@@ -247,7 +243,8 @@ def test_char_cnn_pools_bfloat16_responses_before_converting():
         BFloat16Linear.native = lambda self, x: original_native(self, x).float()
         try:
             products = Products(ExecutionPlan(precision="bfloat16", kernels="mm"))
-            assert torch.equal(conv_max_gemm(encoder.char_embedding, encoder.convolutions, ids, products), got)
+            fused = PlannedConvMax(products).fused(encoder.convolutions)
+            assert torch.equal(conv_max_gemm(encoder.char_embedding, ids, fused), got)
         finally:
             BFloat16Linear.native = original_native
 
@@ -255,13 +252,14 @@ def test_char_cnn_pools_bfloat16_responses_before_converting():
 def test_token_cache_equals_encoder_and_stays_bounded(plan):
     encoder = _model().token_encoder
     cache = TokenCache(max_size=5)
-    products = Products(plan)
+    plain = copy.deepcopy(encoder)
+    encoder.conv_max = PlannedConvMax(Products(plan))
     with torch.no_grad():
         for seed in range(4):
             ids = batch_to_ids(_sentences(5, seed=seed)).reshape(-1, 50)
             ids = ids[ids.gt(0).any(-1)]
-            assert (encode_distinct(encoder, ids, products, cache, True) - encoder(ids)).abs().max() < ATOL
-            assert (encode_distinct(encoder, ids, products, None, True) - encoder(ids)).abs().max() < ATOL
+            assert (encode_distinct(encoder, ids, cache) - plain(ids)).abs().max() < ATOL
+            assert (encode_distinct(encoder, ids) - plain(ids)).abs().max() < ATOL
             assert len(cache) <= 5 and cache._vectors.shape[0] <= 5
         assert cache.hits > 0 and cache.misses > 0
 
@@ -286,18 +284,15 @@ def test_onednn_row_sizes_are_few_and_close():
 
 
 def test_prepared_weights_follow_weight_updates(plan):
-    """Weights packed (oneDNN), transposed (mm_t) or stacked for the inference products are remade when
-    the parameters change."""
+    """Weights packed (oneDNN) or stacked for the planned products, and the fused convolutions' weights, are
+    remade when new weights are loaded."""
     model = _model()
     ids = batch_to_ids(_sentences(6, seed=6))
     options = RunOptions.inference(plan)
     _layers(model, ids, options=options)  # prepares the weights
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(0.5)  # in place, as an optimizer step does
-    assert (_layers(model, ids, options=options) - _layers(model, ids)).abs().max() < ATOL
-    model.load_state_dict(_model(seed=1).state_dict())
-    assert (_layers(model, ids, options=options) - _layers(model, ids)).abs().max() < ATOL
+    other = _model(seed=1)
+    _run_model(model, options).load_state_dict(other.state_dict())
+    assert (_layers(model, ids, options=options) - _layers(other, ids)).abs().max() < ATOL
 
 
 def test_packed_batch_covers_every_position_once():
@@ -320,7 +315,7 @@ def test_gate_blocks_cover_the_steps_in_order_within_the_chunk():
     assert blocks == [(0, 1), (1, 3), (3, 6), (6, 7)]  # 5 | 4 + 4 | 3 + 2 + 2 | 2
     assert packed.gate_blocks(4) == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 6), (6, 7)]  # a 5-row step alone
     assert packed.gate_blocks(None) == [(0, 7)]  # the differentiable backend: one product
-    assert packed.gate_blocks(backends.INPUT_GATE_CHUNK_ROWS) == [(0, 7)]  # 22 rows in all
+    assert packed.gate_blocks(INPUT_GATE_CHUNK_ROWS) == [(0, 7)]  # 22 rows in all
 
 
 def _one_direction(layer, x: torch.Tensor, rows: PackedRows, h0: torch.Tensor, c0: torch.Tensor):
@@ -348,9 +343,9 @@ def test_direction_fusion_equals_each_direction_alone(plan):
     h0, c0 = torch.randn(2, 4, 10), torch.randn(2, 4, 24)
     pair = [model.directions[0][0], model.directions[1][0]]
     options = RunOptions.inference(plan)
-    planned = model.for_run(options)  # its planned linears
+    planned = _run_model(model, options)  # its planned linears
     fast = [planned.directions[0][0], planned.directions[1][0]]
-    work = (options.backend.workspace, options.backend.gate_chunk_rows)
+    work = (planned.level.workspace, planned.level.chunk_rows)
     with torch.no_grad():
         both = {"inference": run_lstm(fast, x, packed, h0.clone(), c0.clone(), *work),
                 "differentiable": run_lstm(pair, x, packed, h0.clone(), c0.clone())}
@@ -507,7 +502,7 @@ def test_bf16_mode_is_close_to_exact_and_switches_back():
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(2.0)  # weights change: the bfloat16 copies must follow
-    again = _layers(model, ids, options=options)
+    again = _layers(model, ids, BF16)  # the weights changed: planned again
     exact2 = _layers(model, ids, ExecutionPlan())
     error2 = float((again - exact2).abs().max() / exact2.abs().max())
     assert 0 < error2 < 3e-2

@@ -5,6 +5,8 @@ checked before any work; the exact mode stays the default."""
 
 from __future__ import annotations
 
+import copy
+
 import subprocess
 import sys
 
@@ -22,6 +24,8 @@ from pyelmo.modelio.weights import model_fingerprint, save_bilm_hdf5
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import INT8_MIN_WEIGHT, ExecutionPlan
 from pyelmo.runtime.linear import ExactLinear, Int8Linear
+from pyelmo.runtime.linear import PLANNED
+from pyelmo.runtime.planning import plan_model, planned_products
 from pyelmo.runtime.products import Products
 
 SENTENCES = [["The", "bank", "raised", "its", "rates", "."], ["We", "sat", "on", "the", "river", "bank"],
@@ -78,7 +82,7 @@ def test_each_row_keeps_its_resolution():
     x = torch.randn(2, 256) * torch.tensor([[100.0], [0.01]])
     exact = x @ w.T
     products = Products(ExecutionPlan(precision="int8"))
-    y = products.mm(x, w)
+    y = PLANNED[products.precision_of(w)](w, None, products)(x)
     assert products.decisions and set(products.decisions.values()) == {"int8"}
     rel = ((y - exact).norm(dim=1) / exact.norm(dim=1)).tolist()
     assert max(rel) < 0.03, rel
@@ -116,12 +120,10 @@ def test_a_loaded_model_keeps_only_the_int8_weights(model, released_files):
     assert isinstance(layer.projection, ExactLinear) and not layer.projection.weight.is_meta  # not quantized: kept
     # the same vectors as an embedder handed the biLM (which it leaves as it is)
     handed = ElmoEmbedder(model, precision="int8")
-    assert type(model.directions[0][0].state_gates) is torch.nn.Linear and model.planned_products is None
+    assert type(model.directions[0][0].state_gates) is torch.nn.Linear and planned_products(model) is None
     for a, b in zip(embedder.embed_batch(SENTENCES), handed.embed_batch(SENTENCES)):
         assert np.array_equal(a, b)
     assert embedder.fingerprint == model_fingerprint(model) == handed.fingerprint
-    with pytest.raises(ValueError, match="owner's run options"):
-        embedder.model(batch_to_ids(SENTENCES))  # the differentiable default cannot run the planned biLM
     report = embedder.explain()
     rows = {r["product"]: r["precision"] for r in report["products"]}
     assert rows["lstm.state_gates"] == "int8" and rows["lstm.projection"] == "float32"
@@ -132,7 +134,8 @@ def test_elmo_runs_int8_in_eval_mode(model):
 
     ids = batch_to_ids(SENTENCES)
     exact = Elmo(None, None, 1, module=model, dropout=0.0).eval()
-    int8 = Elmo(None, None, 1, module=model, dropout=0.0, options=RunOptions.inference(precision="int8")).eval()
+    options = RunOptions.inference(precision="int8")
+    int8 = Elmo(None, None, 1, module=plan_model(copy.deepcopy(model), options), dropout=0.0, options=options).eval()
     with torch.no_grad():
         a = exact(ids)["elmo_representations"][0]
         b = int8(ids)["elmo_representations"][0]

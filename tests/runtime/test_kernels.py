@@ -4,6 +4,8 @@ ran is what the plan and ``pyelmo env`` say."""
 
 from __future__ import annotations
 
+import copy
+
 import json
 
 import h5py
@@ -17,7 +19,8 @@ from pyelmo.modelio.weights import load_bilm_hdf5
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import KERNEL_RULES, KERNELS, ExecutionPlan, onednn_available
-from pyelmo.runtime.linear import ExactLinear, PlannedPair
+from pyelmo.runtime.linear import PLANNED, ExactLinear, PlannedPair
+from pyelmo.runtime.planning import plan_model
 from pyelmo.runtime.products import Products
 
 ATOL = 1e-5
@@ -29,12 +32,14 @@ def _product(products: Products, rows: int = 3) -> tuple[torch.Tensor, torch.Ten
     torch.manual_seed(0)
     x, w, b = torch.randn(rows, 24), torch.randn(40, 24), torch.randn(40)
     with torch.no_grad():
-        return products.mm(x, w, b), torch.addmm(b, x, w.t())
+        return PLANNED[products.precision_of(w)](w, b, products)(x), torch.addmm(b, x, w.t())
 
 
 def _top(model, batch, options: RunOptions) -> np.ndarray:
+    """The top layer of ``model`` planned for ``options`` (a copy)."""
+    planned = plan_model(copy.deepcopy(model), options)
     with torch.no_grad():
-        return model(batch_to_ids(batch), options=options).layers[-1].numpy()
+        return planned(batch_to_ids(batch), options=options).layers[-1].numpy()
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -126,7 +131,6 @@ def test_fixed_rule_and_bad_plans():
     assert products.kernel(large, torch.zeros(4096, 128)) == ("onednn" if onednn_available() else "mm")
     without = ExecutionPlan(onednn=False)
     assert without.kernel(4096, (4096, 128)) == "mm" and Products(without).kernel(large, torch.zeros(4096, 128)) == "mm"
-    assert Products().differentiable and not Products(ExecutionPlan()).differentiable
     for bad, match in [({"kernels": "fastest"}, "kernels"), ({"kernels": "autotune"}, "kernels"),
                        ({"kernels": "mm_t"}, "kernels"), ({"level_order": "autotune"}, "level_order"), ({"precision": "float16"}, "precision"),
                        ({"level_order": "sideways"}, "level_order"), ({"kernels": "onednn", "onednn": False}, "oneDNN")]:
@@ -148,8 +152,8 @@ def test_small_step_products_of_both_directions_run_batched(reference, rule, mon
             stacked.append(len(linears))
 
     monkeypatch.setattr(PlannedPair, "__init__", recording)
-    model = load_bilm_hdf5(reference.options, reference.weights)
     options = RunOptions.inference(ExecutionPlan(kernels=rule, level_order="together"))
+    model = plan_model(load_bilm_hdf5(reference.options, reference.weights), options)
     batch = reference.batch(0)
     with torch.no_grad():
         alone = [model(batch_to_ids([s]), options=options).layers[-1, 0].numpy() for s in batch]

@@ -1,5 +1,5 @@
-"""Planned linear layers (pyelmo.runtime.linear): a plan applied to a biLM swaps its nn.Linears, once;
-the same vectors as the planned copy an unplanned biLM runs as; the weights and state kept."""
+"""Planned linear layers (pyelmo.runtime.linear): planning a biLM (pyelmo.runtime.planning.plan_model) swaps
+its nn.Linears, once; the weights and state kept, and ``load_state_dict`` still loads."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from torch import nn
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.modelio.weights import model_fingerprint
 from pyelmo.runtime.linear import PLANNED, BFloat16Linear, ExactLinear, Int8Linear, PlannedLinear
-from pyelmo.runtime.swap import swap_linears
 from pyelmo.runtime.options import RunOptions
+from pyelmo.runtime.planning import plan_model
 from pyelmo.runtime.plan import ExecutionPlan
-from pyelmo.runtime.products import Products
 
 SENTENCES = [["the", "cat", "sat"], ["a"], ["bank", "of", "the", "river", "bank"]]
 
@@ -32,7 +31,7 @@ def test_a_planned_linear_computes_the_linear(plan):
     torch.manual_seed(0)
     linear = nn.Linear(24, 40)
     x = torch.randn(5, 24)
-    planned = swap_linears(nn.Sequential(linear), Products(plan))[0]
+    planned = plan_model(nn.Sequential(linear), RunOptions(plan))[0]
     assert isinstance(planned, PLANNED[plan.precision])
     with torch.no_grad():
         want = linear(x)
@@ -42,48 +41,34 @@ def test_a_planned_linear_computes_the_linear(plan):
         torch.testing.assert_close(planned.add_to(acc, x), 1 + want - linear.bias, rtol=tolerance, atol=tolerance)
 
 
-def test_applying_a_plan_swaps_every_linear_and_keeps_the_state(tiny_model):
-    options = RunOptions.inference()
-    fingerprint = model_fingerprint(tiny_model)
-    with torch.no_grad():
-        copy = tiny_model(batch_to_ids(SENTENCES), options=options).layers  # a planned copy runs
-    assert all(type(m) is nn.Linear for m in _linears(tiny_model))  # the model handed in is left as it is
-    planned = tiny_model.apply_plan(RunOptions.inference())
-    assert planned is tiny_model and all(isinstance(m, ExactLinear) for m in _linears(tiny_model))
-    assert model_fingerprint(tiny_model) == fingerprint  # float32: the same weights under the same names
-    with torch.no_grad(), pytest.raises(ValueError, match="owner's run options"):
-        tiny_model(batch_to_ids(SENTENCES), options=options)  # planned for other options
-    with pytest.raises(ValueError, match="owner's run options"):
-        tiny_model(batch_to_ids(SENTENCES))  # nor differentiable
-    with pytest.raises(ValueError, match="once"):
-        tiny_model.apply_plan(RunOptions.inference())
-    assert copy.abs().max() > 0
-
-
-def test_a_planned_biLM_equals_the_planned_copy_bit_for_bit(tiny_model):
+def test_planning_swaps_every_linear_once_and_keeps_the_state(tiny_model):
     import copy
 
+    fingerprint = model_fingerprint(tiny_model)
     options = RunOptions.inference()
-    owned = copy.deepcopy(tiny_model)
-    owned_options = RunOptions.inference()
-    owned.apply_plan(owned_options)
+    planned = plan_model(tiny_model, options)
+    assert planned is tiny_model and all(isinstance(m, ExactLinear) for m in _linears(tiny_model))
+    assert all(m.products is options.products for m in _linears(tiny_model))  # what ran is recorded there
+    assert model_fingerprint(tiny_model) == fingerprint  # float32: the same weights under the same names
+    assert not any(p.requires_grad for p in tiny_model.parameters())  # no autograd
+    with pytest.raises(ValueError, match="planned already"):
+        plan_model(tiny_model, RunOptions.inference())
+    with pytest.raises(ValueError, match="inference"):
+        plan_model(copy.deepcopy(tiny_model), RunOptions())
     with torch.no_grad():
-        a = tiny_model(batch_to_ids(SENTENCES), options=options).layers
-        b = owned(batch_to_ids(SENTENCES), options=owned_options).layers
-    assert torch.equal(a, b)
-    assert options.products.decisions == owned_options.products.decisions  # recorded the same way
+        layers = tiny_model(batch_to_ids(SENTENCES)).layers
+    assert layers.abs().max() > 0 and options.products.decisions
 
 
-def test_the_planned_copy_is_made_once_and_again_after_a_weight_change(tiny_model):
-    options = RunOptions.inference()
-    with torch.no_grad():
-        first = tiny_model.for_run(options)
-        assert tiny_model.for_run(options) is first
-        before = tiny_model(batch_to_ids(SENTENCES), options=options).layers
-        tiny_model.directions[0][0].state_gates.weight.mul_(0.5)
-        assert tiny_model.for_run(options) is not first
-        after = tiny_model(batch_to_ids(SENTENCES), options=options).layers
-    assert not torch.equal(before, after)
+def test_two_biLMs_planned_alike_give_the_same_bits(tiny_model):
+    import copy
+
+    runs = []
+    for _ in range(2):
+        options = RunOptions.inference()
+        model = plan_model(copy.deepcopy(tiny_model), options)
+        runs.append((model(batch_to_ids(SENTENCES), options=options).layers, options.products.decisions))
+    assert torch.equal(runs[0][0], runs[1][0]) and runs[0][1] == runs[1][1]
 
 
 def _other_weights(model):
@@ -102,7 +87,7 @@ def _planned_copy(model, precision: str):
     import copy
 
     options = RunOptions.inference(precision=precision, **({"int8_min_weight": 0} if precision == "int8" else {}))
-    return copy.deepcopy(model).apply_plan(options), options
+    return plan_model(copy.deepcopy(model), options), options
 
 
 @pytest.mark.parametrize("precision", ["float32", "int8"])

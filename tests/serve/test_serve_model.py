@@ -52,7 +52,7 @@ bilms = reachable
 
 def reference(model_dir, options: RunOptions):
     """A predictor of its own with ``options``: log-probabilities at the blank and the top 3 words."""
-    own = LanguageModel.from_pretrained(model_dir)
+    own = LanguageModel.from_pretrained(model_dir, options=options)  # its biLM planned for them
     predictor = WordPredictor(own, own.vocab, options=options)
     return predictor.log_probs(SENTENCE, SENTENCE.index("___")), predictor.predict(SENTENCE, k=3).combined
 

@@ -563,25 +563,29 @@ def test_hand_edited_config_is_one_line_naming_the_field(saved_model, tmp_path, 
 
 
 @pytest.mark.parametrize("precision", ["float32", "int8"])
-def test_a_layer_cache_that_owns_its_bilm_plans_it_in_place_with_the_same_layers(tiny_model, tmp_path, precision):
+def test_a_layer_cache_of_a_planned_bilm_runs_it_as_it_is_with_the_same_layers(tiny_model, tmp_path, precision):
     import copy
 
     from pyelmo.modelio.weights import model_fingerprint
     from pyelmo.runtime.linear import PlannedLinear
+    from pyelmo.runtime.options import RunOptions
     from pyelmo.runtime.plan import ExecutionPlan
+    from pyelmo.runtime.planning import plan_model
     from pyelmo.tasks.features import LayerCache
 
     sentences = [("The", "cat", "sat", "."), ("A", "dog", "."), ("Birds", "fly", "over", "the", "river", ".")]
     plan = ExecutionPlan.for_machine(precision=precision, **({"int8_min_weight": 0} if precision == "int8" else {}))
     owned_model = copy.deepcopy(tiny_model)
+    fingerprint = model_fingerprint(owned_model)  # of the weights as loaded, before the plan
     handed = LayerCache(copy.deepcopy(tiny_model), dtype=np.float32, progress=False, plan=plan)
-    owned = LayerCache(owned_model, dtype=np.float32, progress=False, plan=plan, plan_in_place=True,
-                       cache_dir=tmp_path)
+    owned = LayerCache(plan_model(owned_model, RunOptions.inference(plan)), dtype=np.float32, progress=False,
+                       plan=plan, cache_dir=tmp_path, fingerprint=fingerprint)
     for cache in (handed, owned):
         cache.add(sentences[:2])
         cache.add(sentences[2:])  # a second call: the same embedder (a plan is applied once)
     assert isinstance(owned_model.directions[0][0].input_gates, PlannedLinear)
     assert isinstance(handed.bilm.directions[0][0].input_gates, torch.nn.Linear)
-    assert owned.fingerprint == model_fingerprint(tiny_model)  # of the weights as loaded, before the plan
+    assert owned.fingerprint == model_fingerprint(tiny_model)
+    assert owned._embedder.model is owned_model  # run as it is: no copy
     for sentence in sentences:
         assert np.array_equal(owned[sentence], handed[sentence])

@@ -17,7 +17,6 @@ from pyelmo.training.checkpoints import load_checkpoint
 from pyelmo.training.config import config_from_dict
 from pyelmo.lm.text import TokenizedText
 from pyelmo.training.data import DataOrder, shard
-from pyelmo.runtime.products import PLAIN
 from pyelmo.lm.model import LanguageModel, evaluate, full_softmax_nll, perplexity
 from pyelmo.training.data import resolve_data
 from pyelmo.training.trainer import Trainer, train
@@ -160,18 +159,15 @@ def test_loss_decreases_and_outputs(corpus, tmp_path):
 
 
 def test_products_follow_the_plain_path(corpus, tmp_path):
-    from pyelmo.runtime.plan import onednn_available
-    from pyelmo.runtime.training_linear import PrepackedTrainingLinear
+    from pyelmo.modeling.encoder import ConvMax, FusedConvMax
 
     weights = {}
-    for products in ("plain", "fused", "onednn") if onednn_available() else ("plain", "fused"):
+    for products in ("plain", "fused"):
         config = config_from_dict(_config(train__max_steps=4, train__eval_every=0, train__checkpoint_every=0,
                                           train__products=products))
         tr = Trainer(config, tmp_path / products, resolve_data(corpus, None, None), progress=False)
-        assert (tr.run_options.products is PLAIN) == (products != "onednn") and tr.run_options.backend.differentiable
-        assert tr.run_options.backend.fused_conv == (products != "plain")
-        swapped = type(tr.model.bilm.token_encoder.projection) is PrepackedTrainingLinear
-        assert swapped == (products == "onednn")  # the trainer swaps it in at start
+        kind = type(tr.model.bilm.token_encoder.conv_max)  # the trainer swaps the fused one in at start
+        assert kind is (FusedConvMax if products == "fused" else ConvMax)
         tr.run()
         weights[products] = tr.model.state_dict()
     assert config_from_dict({}).train.products == "fused"

@@ -67,8 +67,8 @@ def run_command(args: argparse.Namespace) -> int:
     from pyelmo.cli.common import check_precision, model_source
     from pyelmo.errors import InputError
     from pyelmo.evaluation.run import ALL_TASKS, run_evaluation
+    from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.modelio.resolve import resolve_model
-    from pyelmo.modeling.bilm import BiLM
 
     _check_numbers(args)
     out = Path(args.out)
@@ -79,7 +79,9 @@ def run_command(args: argparse.Namespace) -> int:
     model_arg, weight_file = model_source(args)
     check_precision(args)
     source = resolve_model(model_arg, weight_file)
-    model = BiLM.from_pretrained(source)
+    # loaded and planned once, by the embedder the evaluations run
+    model = ElmoEmbedder(source, batch_size=args.batch_size, precision=args.precision,
+                         int8_min_weight=args.int8_min_weight)
     tasks = ALL_TASKS if args.task == "all" else (args.task,)
     results = run_evaluation(model, tasks, _options(args, out, source, weight_file))
     for task, res in results.items():
@@ -134,5 +136,4 @@ def _options(args: argparse.Namespace, out: Path, source, weight_file: str | Non
         neighbours_k=args.neighbours,
         model_source=source.describe() + (f" + {weight_file}" if weight_file else ""),
         precision=args.precision, int8_min_weight=args.int8_min_weight,
-        plan_in_place=True,  # the biLM run_command loaded: one copy of its weights
     )

@@ -39,13 +39,12 @@ class Elmo(nn.Module):
     ``Elmo(None, None, n)`` without ``module`` is an error: name the model. ``forward(char_ids)``
     returns ``{"elmo_representations": [n tensors (B, T, D)], "mask": (B, T)}``.
 
-    With a frozen biLM (``requires_grad=False``) it runs the inference backend
-    (``RunOptions.inference()``); with ``requires_grad=True`` the differentiable one.
-    pyelmo's own arguments are keyword-only: ``options`` (a
-    :class:`pyelmo.runtime.options.RunOptions`) overrides that choice. A frozen biLM that ``Elmo`` loads
-    itself has the plan applied once, here (:meth:`pyelmo.BiLM.apply_plan`: one copy of its weights; it then
-    runs with ``self.options`` only, and ``load_state_dict`` refreshes it); a ``BiLM`` passed in stays as it
-    is, free to train elsewhere: a planned copy of it runs.
+    A frozen biLM (``requires_grad=False``) that ``Elmo`` loads itself is planned once, here
+    (``RunOptions.inference()``, :func:`pyelmo.runtime.planning.plan_model`: one copy of its weights; it then
+    runs with ``self.options`` only, and ``load_state_dict`` refreshes it); with ``requires_grad=True`` its
+    own differentiable modules run. A ``BiLM`` passed in runs as it is (its own modules, or those of the plan
+    it was given with ``plan_model``), under ``torch.no_grad()`` when frozen. pyelmo's own arguments are
+    keyword-only: ``options`` (a :class:`pyelmo.runtime.options.RunOptions`) overrides the run options.
     """
 
     def __init__(self, options_file: str | os.PathLike | BiLM | None = None, weight_file: str | os.PathLike | None = None,
@@ -67,10 +66,12 @@ class Elmo(nn.Module):
         for parameter in self.bilm.parameters():
             parameter.requires_grad_(requires_grad)
         self.requires_grad = requires_grad
-        self.options = options or (RunOptions() if requires_grad else RunOptions.inference())
         loaded = module is None and not isinstance(options_file, BiLM)
-        if loaded and not requires_grad and not self.options.backend.differentiable:  # ours, frozen: planned here
-            self.bilm.apply_plan(self.options)
+        self.options = options or (RunOptions.inference() if loaded and not requires_grad else RunOptions())
+        if loaded and not requires_grad and not self.options.differentiable:  # ours, frozen: planned here
+            from pyelmo.runtime.planning import plan_model
+
+            plan_model(self.bilm, self.options)
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.scalar_mixes = ScalarMixes(self.bilm.config.num_layers, num_output_representations, dropout,
                                         do_layer_norm=do_layer_norm, initial_scalar_parameters=scalar_mix_parameters,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 from typing import BinaryIO, Iterable, Iterator, Sequence
@@ -55,11 +56,11 @@ class ElmoEmbedder:
     weight, in elements, that it quantizes, default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`; the
     int8 weights of a model it loads are kept on disk and reused by the next load, ``int8_cache=False``
     quantizes afresh: :mod:`pyelmo.runtime.int8_cache`, the same bits either way).
-    Their accuracy and speed: benchmarks/RESULTS.md. A model the embedder loads itself has the plan
-    applied once, here (:meth:`BiLM.apply_plan`: its linear layers swapped for the plan's; in int8 mode
-    only the int8 copies of those weights are kept); so does a ``BiLM`` passed in with ``plan_in_place=True``
-    (one nothing else trains or runs: it then runs with this embedder's options only). Any other ``BiLM``
-    passed in is left as it is, free to train: a planned copy of it runs (twice its weights in memory).
+    Their accuracy and speed: benchmarks/RESULTS.md. A model the embedder loads itself is planned once,
+    here (:func:`pyelmo.runtime.planning.plan_model`: its modules swapped for the plan's; in int8 mode only
+    the int8 copies of those weights are kept). A ``BiLM`` passed in that was planned already runs as it is,
+    with its plan (``plan_model(bilm, RunOptions.inference(...))``: one copy of its weights); any other
+    ``BiLM`` passed in is left as it is, free to train: the embedder plans a copy of it, here.
     The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
     default a fixed rule of this machine, so the same input gives the same bits in every process.
 
@@ -82,8 +83,9 @@ class ElmoEmbedder:
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
-                 int8_min_weight: int | None = None, int8_cache: bool = True, plan_in_place: bool = False) -> None:
+                 int8_min_weight: int | None = None, int8_cache: bool = True) -> None:
         from pyelmo.modelio.resolve import resolve_model
+        from pyelmo.runtime.planning import planned_products
 
         if batch_size < 1:
             raise InputError(f"batch size must be at least 1, got {batch_size}")
@@ -93,12 +95,21 @@ class ElmoEmbedder:
             self.device = torch.device(device)
         except RuntimeError as exc:
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
+        planned = planned_products(model) if isinstance(model, BiLM) else None
+        if planned is not None and (plan or kernels or precision or int8_min_weight is not None) and \
+                (plan or ExecutionPlan.for_machine(kernels=kernels, device=self.device, precision=precision,
+                                                   int8_min_weight=int8_min_weight)) != planned.plan:
+            raise InputError(f"this biLM was planned already ({planned.plan.summary()}): it runs with that plan")
         # the plan is checked before the model loads
-        self.options = RunOptions.inference(plan, stateful=stateful, token_cache_size=token_cache_size,
-                                            kernels=kernels, device=self.device,
-                                            precision=precision, int8_min_weight=int8_min_weight)
+        self.options = RunOptions.inference(planned.plan if planned else plan, stateful=stateful,
+                                            token_cache_size=token_cache_size, kernels=kernels, device=self.device,
+                                            precision=precision, int8_min_weight=int8_min_weight, products=planned)
         source = None if isinstance(model, BiLM) else resolve_model(model, weight_file)
-        self.model = model if source is None else BiLM.from_pretrained(source)
+        if source is not None:
+            model = BiLM.from_pretrained(source)
+        elif planned is None:  # the caller's, free to train: a copy is planned here
+            model = copy.deepcopy(model)
+        self.model = model
         #: The language of the model's training text ("en"), or None when not known.
         self.language = None if source is None else source.language
         self._warned_languages: set[str] = set()
@@ -113,7 +124,7 @@ class ElmoEmbedder:
             warnings.warn(f"int8: none of this model's weights has {self.options.plan.int8_min_weight} elements or "
                           f"more, the size from which the plan quantizes; it runs exact float32 (a smaller "
                           f"int8_min_weight, --int8-min-weight, quantizes smaller weights)", RuntimeWarning, stacklevel=2)
-        if source is not None or plan_in_place:  # ours: the plan applied once, here (int8: only int8 weights kept)
+        if planned is None:  # ours: planned once, here (int8: only int8 weights kept)
             if products.int8:
                 self._fingerprint = self.fingerprint
             self._apply_plan(int8_cache)
@@ -121,17 +132,19 @@ class ElmoEmbedder:
         self.max_tokens = max_tokens
 
     def _apply_plan(self, kept: bool) -> None:
-        """The plan applied to the model loaded or taken here (:meth:`BiLM.apply_plan`); in int8 mode the weights
-        it quantizes packed from the numbers kept on disk for this model and plan (``kept``:
-        :mod:`pyelmo.runtime.int8_cache`, written on a miss) or quantized here."""
+        """The plan swapped into the model loaded or copied here (:func:`pyelmo.runtime.planning.plan_model`); in
+        int8 mode the weights it quantizes packed from the numbers kept on disk for this model and plan
+        (``kept``: :mod:`pyelmo.runtime.int8_cache`, written on a miss) or quantized here."""
+        from pyelmo.runtime.planning import plan_model
+
         products = self.options.products
         if not (products.int8 and kept):
-            self.model.apply_plan(self.options)
+            plan_model(self.model, self.options)
             return
         from pyelmo.runtime.int8_cache import Int8WeightCache, int8_key
 
         cache = Int8WeightCache(int8_key(self._fingerprint, self.options.plan, products.int8_reduce_range))
-        self.model.apply_plan(self.options, cache.packed)
+        plan_model(self.model, self.options, cache.packed)
         cache.save()
 
     @property
@@ -146,9 +159,9 @@ class ElmoEmbedder:
         """The execution plan as it applies to this model (``pyelmo env``): per product weight and row
         class the kernel and precision, per row class the directions' order."""
         from pyelmo.modeling.bilm import STEP_PRODUCTS
+        from pyelmo.runtime.planning import explain
 
-        model = self.model.for_run(self.options)
-        return self.options.backend.explain(model.plan_products(), STEP_PRODUCTS, model.level_shape())
+        return explain(self.options.products, self.model.plan_products(), STEP_PRODUCTS)
 
     @property
     def stateful(self) -> bool:

@@ -39,17 +39,20 @@ class EvalOptions:
     model_source: str = ""
     precision: str | None = None  # how the biLM's products run (ElmoEmbedder's precision; None: exact)
     int8_min_weight: int | None = None
-    plan_in_place: bool = False  # the model is this run's alone (loaded for it): planned in place, one copy
 
 
 def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[str, dict]:
-    """Run ``tasks`` on a loaded biLM; write ``<task>.json``, charts and ``report.md``."""
+    """Run ``tasks`` on a loaded biLM or an ``ElmoEmbedder`` (which runs its plan; a biLM runs as a planned
+    copy under ``options.precision``); write ``<task>.json``, charts and ``report.md``."""
+    from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.evaluation.report import write_report, write_task
 
     unknown = [t for t in tasks if t not in ALL_TASKS]
     if unknown:
         raise EvaluationError(f"unknown evaluation task(s): {', '.join(unknown)}")
-    if model.config.lstm.n_layers < 1:
+    embedder = model if isinstance(model, ElmoEmbedder) else None
+    config = embedder.model.config if embedder else model.config
+    if config.lstm.n_layers < 1:
         raise EvaluationError("the model has no LSTM layers to evaluate")
     out = Path(options.out_dir)
     if out.exists() and not out.is_dir():
@@ -62,23 +65,22 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
 
         static = resolve_word2vec(options.word2vec, options.model_dir, options.corpus, options.word2vec_options,
                                   options.progress)
-    fp = model_fingerprint(model)
+    fp = embedder.fingerprint if embedder else model_fingerprint(model)
     header = {
         "model": options.model_source or "(in memory)",
         "model fingerprint (sha1 of weights)": fp,
-        "layers": f"{model.config.lstm.n_layers + 1} (0 = context-independent token layer)",
-        "vector size": 2 * model.config.lstm.projection_dim,
+        "layers": f"{config.lstm.n_layers + 1} (0 = context-independent token layer)",
+        "vector size": 2 * config.lstm.projection_dim,
         "word2vec": str(static.path) if static is not None and static.path else "not used",
     }
-    exact = precisions.get(options.precision).exact
-    if not exact or options.plan_in_place:
-        from pyelmo.embedding.embedder import ElmoEmbedder
-
-        if not exact:
-            header["precision"] = options.precision
+    precision = embedder.options.precision if embedder else options.precision
+    exact = precisions.get(precision).exact
+    if not exact:
+        header["precision"] = precision
+    if embedder is None and not exact:
         # the evaluations take one embedder in place of the model (its precision keys their vector caches)
         model = ElmoEmbedder(model, batch_size=options.batch_size, precision=options.precision,
-                             int8_min_weight=options.int8_min_weight, plan_in_place=options.plan_in_place)
+                             int8_min_weight=options.int8_min_weight)
     common = dict(fingerprint=fp, cache_dir=options.cache_dir, batch_size=options.batch_size,
                   progress=options.progress)
     results: dict[str, dict] = {}

@@ -104,10 +104,12 @@ class LanguageModel(nn.Module):
         """A trained biLM with its softmax and vocabulary (``.vocab``): a shipped model (default
         ``english``), a folder ``pyelmo train`` or ``pyelmo export`` wrote (see :func:`_from_pretrained`).
         ``options``: inference run options for a model loaded only to run them (perplexity, predictions): the
-        biLM it loads is planned in place, once (:meth:`BiLM.apply_plan`), and runs with them only."""
+        biLM it loads is planned in place, once (:func:`pyelmo.runtime.planning.plan_model`)."""
         lm = _from_pretrained(cls, model, dropout, bilm)
         if options is not None and bilm is None:
-            lm.bilm.apply_plan(options)
+            from pyelmo.runtime.planning import plan_model
+
+            plan_model(lm.bilm, options)
         return lm
 
     @property
@@ -265,18 +267,18 @@ def evaluate(model: LanguageModel, text: TokenizedText, batch_tokens: int = 8192
              device: torch.device | None = None,
              all_reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
              options: RunOptions | None = None) -> Perplexity:
-    """Forward, backward and average perplexity of ``text`` (with ``world`` ranks, this one does
-    every world-th batch and ``all_reduce`` sums the counts). Runs the inference backend: ``options``, those the
-    biLM was planned with, else new ones (a model in training: a planned copy of it runs)."""
+    """Forward, backward and average perplexity of ``text`` (with ``world`` ranks, this one does every world-th
+    batch and ``all_reduce`` sums the counts), in float32 (no autocast) and without autograd."""
     device = device or next(model.parameters()).device
     options = options or RunOptions.inference(device=device)
     was_training = model.training
     model.eval()
     sums = torch.zeros(3, dtype=torch.float64)
-    for rows in eval_batches(text.lengths, batch_tokens)[rank::world]:
-        batch = text.batch(rows)
-        s = model(batch.char_ids.to(device), batch.targets.to(device), options=options)
-        sums += torch.tensor([float(s[0]), float(s[1]), batch.n_predictions], dtype=torch.float64)
+    with torch.autocast(device.type, enabled=False):
+        for rows in eval_batches(text.lengths, batch_tokens)[rank::world]:
+            batch = text.batch(rows)
+            s = model(batch.char_ids.to(device), batch.targets.to(device), options=options)
+            sums += torch.tensor([float(s[0]), float(s[1]), batch.n_predictions], dtype=torch.float64)
     if all_reduce is not None:
         sums = all_reduce(sums)
     model.train(was_training)

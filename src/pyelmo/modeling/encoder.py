@@ -3,11 +3,10 @@
 char embedding -> 1-D convolutions of several widths, max over positions, activation
 -> highway layers -> linear projection. Its output is the biLM's layer 0.
 
-The linear layers are the modules' own (``nn.Linear``, the planned linears a plan swapped in:
-:mod:`pyelmo.runtime.linear`, or training's oneDNN linears: :mod:`pyelmo.runtime.training_linear`);
-``fused_conv=True`` computes the convolutions of all widths as one product over the same weights
-(:func:`conv_max_gemm`), differentiable with ``PLAIN`` (or its ``trained_linear``'s product), else a planned
-linear of the padded weights.
+The linear layers are the modules' own (``nn.Linear``, or the planned linears a plan swapped in). How the
+convolutions and their max over positions run is the module ``conv_max``: :class:`ConvMax` (one
+convolution per width, the reference) or :class:`FusedConvMax` (every width in one product over the same
+weights, :func:`conv_max_gemm`; training's and, with its product planned, inference's).
 """
 
 from __future__ import annotations
@@ -18,9 +17,6 @@ from torch import nn
 
 from pyelmo.config import CharCNNConfig
 from pyelmo.modeling.characters import PAD_CHAR
-from pyelmo.runtime.swap import weight_product
-from pyelmo.runtime.products import PLAIN, Products
-from pyelmo.runtime.token_cache import TokenCache
 
 N_CHAR_IDS = 262  # 261 character ids + the padding id 0
 PAD_ID = PAD_CHAR + 1  # the padding character's id (ids are shifted by +1)
@@ -41,6 +37,32 @@ class Highway(nn.Module):
         return gate * torch.relu(self.transform(x)) + (1 - gate) * x
 
 
+class ConvMax(nn.Module):
+    """Each convolution's max over positions, bias included, before the activation: ``(N, C) -> (N, n_filters)``,
+    one convolution per width (a module without weights: it runs the encoder's)."""
+
+    def forward(self, char_embedding: nn.Embedding, convolutions: nn.ModuleList, char_ids: torch.Tensor) -> torch.Tensor:
+        # (max rather than amax: the same values, and a backward pass that scatters to the argmax)
+        chars = char_embedding(char_ids).transpose(1, 2)
+        return torch.cat([conv(chars).max(dim=-1).values for conv in convolutions], dim=-1)
+
+
+class FusedConvMax(ConvMax):
+    """:class:`ConvMax`'s values from one product over every width's filters zero-padded to the widest
+    (:func:`conv_max_gemm`); the encoder runs it on ``chunk_tokens`` tokens at a time, which bounds the
+    product's buffer. Differentiable: :meth:`fused` makes the padded weights under autograd at every call."""
+
+    chunk_tokens = CONV_CHUNK_TOKENS
+
+    def fused(self, convolutions: nn.ModuleList) -> tuple:
+        """The fused product ``x -> x W^T``, the biases, the filter groups and the widest width."""
+        weight, bias, groups = padded_conv_weights(convolutions)
+        return (lambda x: x @ weight.t()), bias, groups, max(width for _, _, width in groups)
+
+    def forward(self, char_embedding, convolutions, char_ids):
+        return conv_max_gemm(char_embedding, char_ids, self.fused(convolutions))
+
+
 class TokenEncoder(nn.Module):
     """Maps character ids ``(..., max_chars)`` to context-independent token vectors ``(..., projection_dim)``."""
 
@@ -55,16 +77,18 @@ class TokenEncoder(nn.Module):
         self.activation = torch.relu if config.activation == "relu" else torch.tanh
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
         self.projection = nn.Linear(config.n_filters, projection_dim)
+        #: How the convolutions and their max run (no weights; training and a plan swap in their own).
+        self.conv_max: ConvMax = ConvMax()
 
-    def forward(self, char_ids: torch.Tensor, products: Products = PLAIN, fused_conv: bool = False) -> torch.Tensor:
+    @property
+    def chunk_tokens(self) -> int | None:
+        """Tokens per call when encoding many (:func:`encode_distinct`): its ``conv_max``'s bound, if any."""
+        return getattr(self.conv_max, "chunk_tokens", None)
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         shape = char_ids.shape[:-1]
         rows = char_ids.reshape(-1, char_ids.shape[-1])
-        if fused_conv:
-            pooled = conv_max_gemm(self.char_embedding, self.convolutions, rows, products)
-        else:
-            # (max rather than amax: the same values, and a backward pass that scatters to the argmax)
-            chars = self.char_embedding(rows).transpose(1, 2)
-            pooled = torch.cat([conv(chars).max(dim=-1).values for conv in self.convolutions], dim=-1)
+        pooled = self.conv_max(self.char_embedding, self.convolutions, rows)
         # max over positions then activation (equal to activation then max for monotone activations)
         x = self.activation(pooled)
         for highway in self.highways:
@@ -72,27 +96,29 @@ class TokenEncoder(nn.Module):
         return self.projection(x).reshape(*shape, -1)
 
 
-def encode_distinct(encoder: TokenEncoder, char_ids: torch.Tensor, products: Products = PLAIN,
-                    cache: TokenCache | None = None, fused_conv: bool = False) -> torch.Tensor:
-    """``encoder(char_ids)`` computed once per distinct token (row of character ids).
+def encode_distinct(encoder: nn.Module, char_ids: torch.Tensor, cache=None) -> torch.Tensor:
+    """``encoder(char_ids)`` computed once per distinct token (row of character ids), ``encoder.chunk_tokens``
+    at a time where it has a bound.
 
     Text repeats its words, so a batch has far fewer distinct tokens than positions; the
     gradient of a repeated token is the sum over its positions, as without the sharing.
-    With a ``cache`` (inference only), tokens seen in earlier calls are not computed again.
+    With a ``cache`` (inference only; ``cache.encode(encoder, distinct, encode)``, as
+    :class:`pyelmo.runtime.token_cache.TokenCache`), tokens seen in earlier calls are not computed again.
     """
     rows = char_ids.reshape(-1, char_ids.shape[-1])
     if rows.shape[0] == 0:
         return encoder(char_ids)
     distinct, inverse = torch.unique(rows, dim=0, return_inverse=True)
 
+    chunk = getattr(encoder, "chunk_tokens", None)
+
     def encode(ids: torch.Tensor) -> torch.Tensor:
-        if not fused_conv:
-            return encoder(ids, products)
-        chunks = [encoder(ids[k : k + CONV_CHUNK_TOKENS], products, fused_conv=True)
-                  for k in range(0, ids.shape[0], CONV_CHUNK_TOKENS)]
+        if chunk is None:
+            return encoder(ids)
+        chunks = [encoder(ids[k : k + chunk]) for k in range(0, ids.shape[0], chunk)]
         return torch.cat(chunks) if len(chunks) > 1 else chunks[0]
 
-    vectors = encode(distinct) if cache is None else cache.encode(encoder, distinct, encode, products.dtype)
+    vectors = encode(distinct) if cache is None else cache.encode(encoder, distinct, encode)
     return vectors[inverse].reshape(*char_ids.shape[:-1], -1)
 
 
@@ -110,13 +136,6 @@ def padded_conv_weights(convolutions: torch.nn.ModuleList) -> tuple[torch.Tensor
     return weight, torch.cat([conv.bias for conv in convolutions]), groups
 
 
-def _fused(convolutions: torch.nn.ModuleList, products: Products):
-    """The fused convolutions' product (``x -> x W^T``, :func:`pyelmo.runtime.swap.weight_product`), biases,
-    filter groups and widest width."""
-    weight, bias, groups = padded_conv_weights(convolutions)
-    return weight_product(weight, products), bias, groups, max(width for _, _, width in groups)
-
-
 def _initial_char_embedding(n: int, dim: int) -> torch.Tensor:
     """``nn.Embedding``'s initialisation (N(0, 1), the padding row 0), skipped on the ``meta`` device (a model
     about to be loaded), where ``normal_`` would import ``torch._dynamo`` (~70 MB resident)."""
@@ -127,9 +146,10 @@ def _initial_char_embedding(n: int, dim: int) -> torch.Tensor:
     return weight
 
 
-def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.ModuleList, char_ids: torch.Tensor,
-                  products: Products) -> torch.Tensor:
-    """Every convolution's max over positions (bias included, before the activation): ``(N, C) -> (N, n_filters)``.
+def conv_max_gemm(char_embedding: torch.nn.Embedding, char_ids: torch.Tensor, fused: tuple) -> torch.Tensor:
+    """Every convolution's max over positions (bias included, before the activation): ``(N, C) -> (N, n_filters)``,
+    from ``fused``: :meth:`FusedConvMax.fused`'s product (its results in the product's own precision), biases,
+    filter groups and widest width.
 
     One product ``windows (N * positions, widest * emb) @ W^T`` gives every filter's
     response at every window start; each filter group's max runs over its valid starts
@@ -138,7 +158,7 @@ def conv_max_gemm(char_embedding: torch.nn.Embedding, convolutions: torch.nn.Mod
     non-padding character hold padding characters only: they all give one response per
     filter, computed once instead of at each of those starts.
     """
-    product, bias, groups, widest = products.derived(convolutions, lambda: _fused(convolutions, products))
+    product, bias, groups, widest = fused
     n_tokens, n_chars = char_ids.shape
     emb = char_embedding.embedding_dim
     # window starts computed one by one: 0 .. (the last non-padding character of any row)

@@ -6,26 +6,26 @@ bias of +1 is added to ``B`` (once per call, not per step)::
     c = sigmoid(f + 1) * c_prev + sigmoid(i) * tanh(j);   c = clip(c, cell_clip)
     h = (sigmoid(o) * tanh(c)) W_P;                        h = clip(h, proj_clip)
 
-:func:`run_lstm` is the one time loop, over packed rows (:class:`pyelmo.runtime.rows.PackedRows`:
+:func:`run_lstm` is the one time loop, over packed rows (:class:`pyelmo.modeling.rows.PackedRows`:
 only the rows still running at each step), for training, evaluation and inference alike: the
 input-to-gate products of a block of steps in one product, then per step the recurrent product,
 :meth:`LstmWithProjection.cell` and the clipped projection, the layers' own linear modules computing
 the products. A :class:`Level` module runs a level's two directions in one loop (their step products
-batched) or one after the other. ``nn.Linear`` s and :class:`Together` run differentiable; a plan applied to
-the model swapped in its planned linears (:mod:`pyelmo.runtime.linear`) and its level module, and the loop
-then writes into buffers (``workspace``).
+batched, :func:`paired`) or one after the other. ``nn.Linear`` s and a :class:`Level` without a
+:class:`Workspace` run differentiable; an execution plan (:func:`pyelmo.runtime.planning.plan_model`) swaps in
+its planned linears and a level module with a workspace, and the loop then writes into its buffers.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import math
+
 import torch
 from torch import nn
 
-from pyelmo.runtime.backends import Backend, Workspace
-from pyelmo.runtime.linear import paired
-from pyelmo.runtime.rows import PackedRows
+from pyelmo.modeling.rows import PackedRows
 
 FORGET_BIAS = 1.0
 
@@ -73,6 +73,51 @@ class LstmWithProjection(nn.Module):
         return h.clamp_(-self.proj_clip, self.proj_clip) if inplace else h.clamp(-self.proj_clip, self.proj_clip)
 
 
+class Workspace:
+    """Buffers the loop reuses from call to call (no autograd): a large buffer allocated afresh at every
+    call costs its page faults every time (glibc returns large allocations to the system when freed)."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[str, torch.Tensor] = {}
+
+    def buffer(self, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """An uninitialised ``shape`` tensor of ``like``'s dtype and device, kept as ``name`` (grown when needed)."""
+        size = math.prod(shape)
+        kept = self._buffers.get(name)
+        if kept is None or kept.numel() < size or kept.dtype != like.dtype or kept.device != like.device:
+            kept = self._buffers[name] = like.new_empty(size)
+        return kept[:size].view(shape)
+
+
+class StackedLinears:
+    """The same product of a level's directions ``d`` (``nn.Linear`` s), each on its own rows ``x[d]``
+    (``x (D, n, in)``), as one differentiable batched product on their stacked ``W^T`` (``out`` unused)."""
+
+    def __init__(self, linears: Sequence[nn.Linear]) -> None:
+        self.stacked = torch.stack([linear.weight for linear in linears]).transpose(1, 2)
+
+    def affine(self, x: torch.Tensor, biases: Sequence[torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.baddbmm(torch.stack(list(biases))[:, None], x, self.stacked)
+
+    def add_to(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(acc, x, self.stacked)
+
+    def product(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.bmm(x, self.stacked)
+
+
+def paired(linears: Sequence[nn.Module]) -> StackedLinears:
+    """The products of ``linears`` (one per direction, same shape) over each direction's rows: a module that
+    runs them its own way says so with a ``pair(linears)`` method (a plan's planned linears), else
+    :class:`StackedLinears`."""
+    pair = getattr(linears[0], "pair", None)
+    if pair is not None:
+        return pair(linears)
+    if any(hasattr(linear, "pair") for linear in linears):
+        raise ValueError("a level's directions must all be planned, or none")
+    return StackedLinears(linears)
+
+
 def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
              h: torch.Tensor, c: torch.Tensor, workspace: Workspace | None = None,
              chunk_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -114,29 +159,40 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
 
 
 class Level(nn.Module):
-    """How a level's two directions (``layers``, one per direction) run :func:`run_lstm`: an execution variant
-    without weights, swapped in by a plan with its planned linears (:func:`planned_level`)."""
+    """How a level's two directions (``layers``, one per direction) run :func:`run_lstm`: a module without
+    weights. ``workspace`` (no autograd): the loop writes into its buffers, ``chunk_rows`` packed rows per
+    input-to-gate product; without one, the differentiable loop. A plan swaps in its own."""
+
+    def __init__(self, workspace: Workspace | None = None, chunk_rows: int | None = None) -> None:
+        super().__init__()
+        self.workspace, self.chunk_rows = workspace, chunk_rows
+
+    @property
+    def differentiable(self) -> bool:
+        """Without a workspace, autograd through the loop; with one (a plan's), no autograd, and the products
+        (the plan's) pick their precision themselves."""
+        return self.workspace is None
 
     def forward(self, layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
-                h: torch.Tensor, c: torch.Tensor, backend: Backend) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
 
 class Together(Level):
     """Both directions in one loop, their step products batched (the differentiable path, and the plans' default)."""
 
-    def forward(self, layers, inputs, rows, h, c, backend):
-        return run_lstm(layers, inputs, rows, h, c, backend.workspace, backend.gate_chunk_rows)
+    def forward(self, layers, inputs, rows, h, c):
+        return run_lstm(layers, inputs, rows, h, c, self.workspace, self.chunk_rows)
 
 
 class Apart(Level):
     """One direction after the other (a plan's choice where one direction's products run faster alone)."""
 
-    def forward(self, layers, inputs, rows, h, c, backend):
-        each = [run_lstm([layer], inputs[d : d + 1], rows, h[d : d + 1], c[d : d + 1], backend.workspace,
-                         backend.gate_chunk_rows) for d, layer in enumerate(layers)]
+    def forward(self, layers, inputs, rows, h, c):
+        each = [run_lstm([layer], inputs[d : d + 1], rows, h[d : d + 1], c[d : d + 1], self.workspace,
+                         self.chunk_rows) for d, layer in enumerate(layers)]
         return tuple(torch.cat(parts) for parts in zip(*each))
 
 
-#: The level module of each of a plan's ``level_order`` values (:data:`pyelmo.runtime.plan.LEVEL_ORDERS`).
+#: The level module of each of a plan's ``level_order`` values (:data:`pyelmo.runtime.rules.LEVEL_ORDERS`).
 LEVELS = {"together": Together, "apart": Apart}

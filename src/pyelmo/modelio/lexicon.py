@@ -92,9 +92,8 @@ class LexiconTokenEncoder(nn.Module):
                 word_ids.append(self.words.get(token, self.words["<oov>"]))
         return char_ids, (torch.tensor(word_ids, dtype=torch.long) if self.words is not None else None)
 
-    def forward(self, char_ids: torch.Tensor, products=None, fused_conv: bool = False) -> torch.Tensor:
-        """``char_ids (..., max_chars)`` -> token vectors; takes (and ignores) the execution
-        backend's ``products``/``fused_conv`` so both backends run it unchanged."""
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """``char_ids (..., max_chars)`` -> token vectors."""
         shape = char_ids.shape[:-1]
         ids, words = self.lexicon_ids(char_ids.reshape(-1, char_ids.shape[-1]).cpu())
         device = self.projection.weight.device

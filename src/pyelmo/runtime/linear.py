@@ -3,7 +3,8 @@ model's ``nn.Linear`` s once, at load (:func:`pyelmo.runtime.swap.swap_linears`)
 swaps its dynamic linears: the model's code does not change; an ``nn.Linear`` is the differentiable path.
 One class per precision, owning its prepared weight (for the kernels :class:`~pyelmo.runtime.products.Products`
 picks per row class), registered by :func:`planned`: a new precision or engine is one new class.
-:func:`paired` runs the same product of a level's directions, each on its own rows."""
+:class:`PlannedPair` runs the same product of a level's directions, each on its own rows (what
+:func:`pyelmo.modeling.lstm.paired` asks a planned linear for: :meth:`PlannedLinear.pair`)."""
 
 from __future__ import annotations
 
@@ -224,31 +225,3 @@ class PlannedPair:
         for d, linear in enumerate(self.linears):
             linear.product(x[d], out=out[d])
         return out
-
-
-class DifferentiablePair:
-    """:class:`PlannedPair`'s products for ``nn.Linear`` s under autograd: new tensors, every direction
-    in one batched product on the weights' stacked ``W^T`` (``out`` is not used)."""
-
-    def __init__(self, linears: Sequence[nn.Linear]) -> None:
-        self.stacked = torch.stack([linear.weight for linear in linears]).transpose(1, 2)
-
-    def affine(self, x: torch.Tensor, biases: Sequence[torch.Tensor], out: torch.Tensor | None = None) -> torch.Tensor:
-        return torch.baddbmm(torch.stack(list(biases))[:, None], x, self.stacked)
-
-    def add_to(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(acc, x, self.stacked)
-
-    def product(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        return torch.bmm(x, self.stacked)
-
-
-def paired(linears: Sequence[nn.Module]) -> PlannedPair | DifferentiablePair:
-    """The products of ``linears`` (one per direction, same shape) over each direction's rows: planned
-    ones as their plan runs them, ``nn.Linear`` s differentiable."""
-    if isinstance(linears[0], PlannedLinear):
-        return linears[0].pair(linears)
-    if any(isinstance(linear, PlannedLinear) for linear in linears):
-        raise ValueError("a level's directions must all be planned, or none")
-    return DifferentiablePair(linears)
-

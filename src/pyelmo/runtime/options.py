@@ -1,8 +1,9 @@
 """How one ``BiLM.forward`` call runs: the run options, owned by whoever runs the model.
 
-:class:`RunOptions` holds the backend (:mod:`pyelmo.runtime.backends`: differentiable, or the
-inference products of an execution plan), the token cache and, in stateful mode, the carried LSTM
-states. ``ElmoEmbedder`` and ``Elmo`` own one each; nothing writes settings onto a model it was handed.
+:class:`RunOptions` holds the execution plan (``None``: the model's own differentiable modules) and its
+products (what the planned modules swapped in by :func:`pyelmo.runtime.planning.plan_model` share), the
+token cache and, in stateful mode, the carried LSTM states. ``ElmoEmbedder`` and ``Elmo`` own one each;
+nothing writes settings onto a model it was handed.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pyelmo.runtime.backends import Backend, Differentiable, Inference
 from pyelmo.runtime.plan import ExecutionPlan
 from pyelmo.runtime.precision import DEFAULT
 from pyelmo.runtime.products import Products
@@ -48,51 +48,51 @@ class CarriedStates:
 
 @dataclass
 class RunOptions:
-    """How one ``BiLM.forward`` call runs; the default is the differentiable backend, stateless.
+    """How one ``BiLM.forward`` call runs; the default runs the model's own modules, stateless.
 
-    ``backend``: :class:`~pyelmo.runtime.backends.Differentiable` (autograd; training and the
-    reference) or :class:`~pyelmo.runtime.backends.Inference` (an execution plan's products, no
-    autograd); ``token_cache``: token vectors kept across calls (inference only); ``states``:
-    carried LSTM states (stateful mode) or ``None`` (every sentence starts from zeros).
+    ``plan``: the execution plan of the inference products (``None``: differentiable); ``token_cache``: token
+    vectors kept across calls (inference only); ``states``: carried LSTM states (stateful mode) or ``None``
+    (every sentence starts from zeros). :attr:`products`: the plan's choices, shared by the modules
+    :func:`pyelmo.runtime.planning.plan_model` swaps into a model for these options.
     """
 
-    backend: Backend = field(default_factory=Differentiable)
+    plan: ExecutionPlan | None = None
     token_cache: TokenCache | None = None
     states: CarriedStates | None = None
+    products: Products | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.backend.differentiable and self.token_cache is not None:
-            raise ValueError("the differentiable backend keeps no token cache")
+        if self.plan is None and self.token_cache is not None:
+            raise ValueError("a token cache goes with an execution plan (inference): RunOptions.inference(...)")
+        self.products = Products(self.plan) if self.plan is not None else None
 
     @classmethod
     def inference(cls, plan: ExecutionPlan | None = None, *, stateful: bool = False, token_cache_size: int = 0,
                   kernels: str | None = None, device: str | torch.device = "cpu",
-                  precision: str | None = None, int8_min_weight: int | None = None) -> RunOptions:
-        """The inference backend with ``plan`` (default: :meth:`ExecutionPlan.for_machine` of ``precision``
+                  precision: str | None = None, int8_min_weight: int | None = None,
+                  products: Products | None = None) -> RunOptions:
+        """The inference options of ``plan`` (default: :meth:`ExecutionPlan.for_machine` of ``precision``
         (a name of :mod:`pyelmo.runtime.precision`: ``float32``, ``bfloat16``, ``int8``), ``int8_min_weight``
-        and ``kernels``)."""
-        plan = plan or ExecutionPlan.for_machine(kernels=kernels, device=device,
-                                                 precision=precision, int8_min_weight=int8_min_weight)
-        return cls(Inference(plan), TokenCache(token_cache_size) if token_cache_size > 0 else None,
-                   CarriedStates() if stateful else None)
+        and ``kernels``). ``products``: those of a model planned already, to run it with (their plan)."""
+        plan = products.plan if products is not None else plan or ExecutionPlan.for_machine(
+            kernels=kernels, device=device, precision=precision, int8_min_weight=int8_min_weight)
+        options = cls(plan, TokenCache(token_cache_size) if token_cache_size > 0 else None,
+                      CarriedStates() if stateful else None)
+        options.products = products or options.products
+        return options
+
+    @property
+    def differentiable(self) -> bool:
+        return self.plan is None
 
     @property
     def stateful(self) -> bool:
         return self.states is not None
 
     @property
-    def products(self) -> Products:
-        return self.backend.products
-
-    @property
-    def plan(self) -> ExecutionPlan | None:
-        """The execution plan of the inference backend (``None``: differentiable ``torch`` products)."""
-        return getattr(self.backend, "plan", None)
-
-    @property
     def dtype(self) -> torch.dtype:
         """The products' input precision (float32 in int8 mode: the activations are quantized inside the products)."""
-        return self.products.dtype or torch.float32
+        return (self.products.dtype if self.products is not None else None) or torch.float32
 
     @property
     def precision(self) -> str:

@@ -37,13 +37,13 @@ class LayerCache:
     runs on each sentence of an example (:func:`sentence_spans` with ``max_tokens``) and
     ``cache[tokens]`` concatenates their layers; ``"line"``: on the whole example. ``plan``: the execution
     plan of the biLM's products (:class:`pyelmo.runtime.plan.ExecutionPlan`; default exact float32).
-    ``plan_in_place``: the biLM is this cache's alone (loaded for it): the plan is applied to it in place
-    (``ElmoEmbedder(plan_in_place=True)``), else a planned copy of it runs.
+    A biLM planned already (:func:`pyelmo.runtime.planning.plan_model`, by whoever loaded it for this cache)
+    runs as it is; any other, as a planned copy (``ElmoEmbedder``).
     """
 
     def __init__(self, bilm, dtype=np.float16, batch_size: int = 64, progress: bool = True,
                  cache_dir: str | os.PathLike | None = None, fingerprint: str | None = None,
-                 context: str = "line", max_tokens: int = 100, plan=None, plan_in_place: bool = False) -> None:
+                 context: str = "line", max_tokens: int = 100, plan=None) -> None:
         if context not in CONTEXTS:
             raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
         self.context = context
@@ -56,7 +56,6 @@ class LayerCache:
         self.fingerprint = fingerprint
         self.layers: dict[tuple[str, ...], np.ndarray] = {}
         self.plan = plan  # the embedder's execution plan (None: the default, exact)
-        self.plan_in_place = plan_in_place
         self._embedder = None  # made on first use, then kept (a plan is applied once)
 
     def add(self, sentences: Sequence[Sequence[str]], desc: str = "biLM layers") -> None:
@@ -85,7 +84,7 @@ class LayerCache:
                              lengths=np.array([len(s) for s in todo]))
 
     def _fingerprint(self) -> str:
-        """The biLM's fingerprint, taken before the first embedder plans it (int8 keeps no float weights)."""
+        """The biLM's fingerprint (given when the biLM was planned before: int8 keeps no float weights)."""
         if self.fingerprint is None:
             from pyelmo.modelio.weights import model_fingerprint
 
@@ -103,10 +102,7 @@ class LayerCache:
         from pyelmo.embedding.embedder import ElmoEmbedder
 
         if self._embedder is None:
-            if self.plan_in_place:
-                self._fingerprint()
-            self._embedder = ElmoEmbedder(self.bilm, batch_size=self.batch_size, plan=self.plan,
-                                          plan_in_place=self.plan_in_place)
+            self._embedder = ElmoEmbedder(self.bilm, batch_size=self.batch_size, plan=self.plan)
         embedder = self._embedder
         if embedder.options.token_cache is not None:  # each call's token vectors its own, as with a new embedder
             embedder.options.token_cache.clear()

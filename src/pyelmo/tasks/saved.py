@@ -16,6 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from pyelmo.runtime.options import RunOptions
+from pyelmo.runtime.planning import plan_model
 from pyelmo.errors import InputError
 from pyelmo.fileio import read_json
 from pyelmo.tasks import CONTEXTS
@@ -256,10 +258,10 @@ def load_task(directory: str | os.PathLike, bilm: "BiLMSource | None" = None, pr
         if (config.elmo_layers, config.elmo_dim) != shape:
             raise InputError(f"{d}: config.json's 'model.elmo_layers' and 'model.elmo_dim' ({config.elmo_layers}, "
                              f"{config.elmo_dim}) do not match its biLM {shape}")
-        cache = LayerCache(bilm_model, progress=progress, cache_dir=cache_dir, fingerprint=found,
+        planned = plan_model(bilm_model, RunOptions.inference(plan))  # loaded here for its layers alone
+        cache = LayerCache(planned, progress=progress, cache_dir=cache_dir, fingerprint=found,
                            context=saved["options"].get("bilm_context") or "line",
-                           max_tokens=saved["bilm"].get("max_tokens", 100),
-                           plan=plan, plan_in_place=True)  # loaded here for its layers alone
+                           max_tokens=saved["bilm"].get("max_tokens", 100), plan=plan)
     model = build_model(config, torch.from_numpy(static.vectors) if static else None)
     try:
         model.load_state_dict(load_file(str(d / WEIGHTS_NAME)))

@@ -19,6 +19,8 @@ from typing import Sequence
 
 import torch
 
+from pyelmo.runtime.options import RunOptions
+from pyelmo.runtime.planning import plan_model
 from pyelmo.errors import InputError
 from pyelmo.tasks.data import Example
 from pyelmo.tasks.features import LayerCache
@@ -162,9 +164,9 @@ def _load_features(options: TrainOptions, bilm: BiLMSource, static_source, data:
         return _Features(static, None, None, None, None)
     bilm_model = bilm.load()
     fingerprint, max_tokens = bilm_fingerprint(bilm_model), bilm.max_tokens()
-    cache = LayerCache(bilm_model, progress=options.progress, cache_dir=options.cache_dir, fingerprint=fingerprint,
-                       context=options.bilm_context, max_tokens=max_tokens, plan=options.plan(),
-                       plan_in_place=True)  # loaded here for its layers alone
+    planned = plan_model(bilm_model, RunOptions.inference(options.plan()))  # loaded here for its layers alone
+    cache = LayerCache(planned, progress=options.progress, cache_dir=options.cache_dir, fingerprint=fingerprint, context=options.bilm_context, max_tokens=max_tokens,
+                       plan=options.plan())
     return _Features(static, bilm_model, fingerprint, max_tokens, cache)
 
 

@@ -8,11 +8,9 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from pyelmo.runtime.backends import Differentiable
-from pyelmo.runtime.swap import swap_linears
-from pyelmo.runtime.options import RunOptions
-from pyelmo.runtime.products import PLAIN, Products
-from pyelmo.runtime.training_linear import PrepackedTrainingLinear
+from pyelmo.errors import ConfigError
+from pyelmo.modeling.encoder import ConvMax, FusedConvMax
+from pyelmo.runtime.planning import swap_modules
 from pyelmo.training.config import OptimSection
 
 
@@ -24,21 +22,14 @@ def make_optimizer(params: Iterable[torch.nn.Parameter], o: OptimSection) -> tor
     return torch.optim.AdamW(params, lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay)
 
 
-def training_run_options(products: str) -> RunOptions:
-    """The differentiable backend with ``train.products``: ``"plain"`` (``torch`` products, one
-    convolution per width), ``"fused"`` (every convolution width in one product) or ``"onednn"``
-    (fused, and the token encoder's products through oneDNN with prepacked weights: its linears swapped by
-    :func:`swap_training_linears`)."""
+def use_products(bilm: torch.nn.Module, products: str) -> None:
+    """``train.products`` in ``bilm``, before it trains: ``"plain"`` (one convolution per width, the model as
+    built) or ``"fused"`` (every convolution width in one product: :class:`FusedConvMax` swapped in)."""
     if products == "onednn":
-        return RunOptions(Differentiable(Products(trained_linear=PrepackedTrainingLinear), fused_conv=True))
-    return RunOptions(Differentiable(PLAIN, fused_conv=products == "fused"))
-
-
-def swap_training_linears(bilm: torch.nn.Module, options: RunOptions) -> None:
-    """Swap in ``options``' trained linear, if any, for the token encoder's ``nn.Linear`` s (the same Parameters:
-    the optimizer, ``state_dict`` and checkpoints are unchanged), once, before training ``bilm``."""
-    if options.products.trained_linear is not None:
-        swap_linears(bilm.token_encoder, options.products)
+        raise ConfigError("train.products = \"onednn\" was removed (slower than \"fused\", benchmarks/RESULTS.md): "
+                          "use \"fused\"")
+    if products == "fused":
+        swap_modules(bilm, {ConvMax: lambda name, child: FusedConvMax()})
 
 
 def learning_rate(o: OptimSection, step: int, freeze: int) -> float:

@@ -28,8 +28,7 @@ from pyelmo.training.checkpoints import CheckpointError, RunFolder, save_model_f
 from pyelmo.training.distributed import setup_distributed
 from pyelmo.training.report import LossWindow, Progress, RunLength, TrainResult, limit_reached, setting
 from pyelmo.training.start import InitFrom, init_softmax, open_run, prepare_start
-from pyelmo.training.step import (learning_rate, make_optimizer, phase_model, step_negatives,
-                                  swap_training_linears, training_run_options)
+from pyelmo.training.step import learning_rate, make_optimizer, phase_model, step_negatives, use_products
 from pyelmo.training.stop import StopRequest
 
 
@@ -56,8 +55,7 @@ class Trainer:
         self._read_text()
         if start.built_softmax and not resume:
             init_softmax(self.model, self.vocab, self.train_text, config.softmax.new_rows)
-        self.run_options = training_run_options(config.train.products)
-        swap_training_linears(self.model.bilm, self.run_options)
+        use_products(self.model.bilm, config.train.products)
         self.optimizer = make_optimizer(self.model.parameters(), config.optim)
         self.ddp: torch.nn.Module = self.model
         self.frozen: bool | None = None  # whether the biLM is frozen (phase 1) in the current wrapper
@@ -151,7 +149,7 @@ class Trainer:
             group["lr"] = lr
         self.model.train()
         with self.autocast():
-            sums = self.ddp(batch.char_ids.to(dev), batch.targets.to(dev), *neg, options=self.run_options)
+            sums = self.ddp(batch.char_ids.to(dev), batch.targets.to(dev), *neg)
         loss = sums.sum() * (self.dist.world / (2 * n_global))
         loss.backward()
         if o.clip_norm:
@@ -167,8 +165,8 @@ class Trainer:
     def validate(self) -> dict[str, float] | None:
         if self.valid_text is None:
             return None
-        # exact float32 even when training under bfloat16 autocast: evaluate runs the inference backend, whose
-        # products choose their own precision, and runs of either precision report comparable perplexities
+        # exact float32 even when training under bfloat16 autocast (evaluate switches it off): runs of either
+        # precision report comparable perplexities
         result = evaluate(self.model, self.valid_text, 2 * self.config.data.batch_tokens, rank=self.dist.rank,
                           world=self.dist.world, device=self.dist.device, all_reduce=self.dist.all_reduce)
         return result.as_dict()
