@@ -81,8 +81,7 @@ def test_default_plan_runs_the_fixed_rule(reference):
     assert {rows for rows, _ in decisions} >= {1, 256}  # the padding window; the input-to-gate products
     for (rows, shape), kernel in decisions.items():
         assert kernel == options.plan.kernel(rows, shape), (rows, shape)
-    if onednn_available():  # the rule sends large products to oneDNN and small ones to torch.mm
-        assert set(decisions.values()) == {"mm", "onednn"}
+    assert set(decisions.values()) == {"onednn" if onednn_available() else "mm"}  # one kernel family
 
 
 def test_embed_file_records_the_plan_and_the_kernels_used(allennlp_reference, tiny_model, tmp_path):
@@ -121,16 +120,19 @@ def test_the_printed_plan_is_the_plan_used(allennlp_reference, tmp_path, capsys,
     for (rows, shape), kernel in used.items():
         label = f"<={rows}" if rows < 256 else ">64"
         assert kernel in table[(label, shape)], (rows, shape)
-    assert any("bmm" in row["kernel"] for row in printed["products"]) == (kernels is None)  # batched step products
+    batches = kernels is None and not onednn_available()  # the fixed rule on torch.mm batches the step products
+    assert any("bmm" in row["kernel"] for row in printed["products"]) == batches
 
 
 def test_fixed_rule_and_bad_plans():
     products = Products(ExecutionPlan(kernels="fixed"))
     small, large = torch.zeros(1, 24), torch.zeros(4096, 128)
-    assert products.kernel(small, torch.zeros(40, 24)) == "mm"
-    assert products.kernel(large, torch.zeros(4096, 128)) == ("onednn" if onednn_available() else "mm")
+    family = "onednn" if onednn_available() else "mm"  # one kernel for every product, however small
+    assert products.kernel(small, torch.zeros(40, 24)) == products.kernel(large, torch.zeros(4096, 128)) == family
+    assert ExecutionPlan().batches == (family == "mm") and not ExecutionPlan(kernels="mm").batches
     without = ExecutionPlan(onednn=False)
     assert without.kernel(4096, (4096, 128)) == "mm" and Products(without).kernel(large, torch.zeros(4096, 128)) == "mm"
+    assert without.batches
     for bad, match in [({"kernels": "fastest"}, "kernels"), ({"kernels": "autotune"}, "kernels"),
                        ({"kernels": "mm_t"}, "kernels"), ({"level_order": "autotune"}, "level_order"), ({"precision": "float16"}, "precision"),
                        ({"level_order": "sideways"}, "level_order"), ({"kernels": "onednn", "onednn": False}, "oneDNN")]:
@@ -140,9 +142,9 @@ def test_fixed_rule_and_bad_plans():
 
 @pytest.mark.parametrize("rule", ["fixed", "mm"])
 def test_small_step_products_of_both_directions_run_batched(reference, rule, monkeypatch):
-    """Without a forced kernel, each time step's small products of the two directions run as one
-    batched product on stacked weights (batch 1 here); a forced kernel runs them one by one.
-    Both give the reference outputs, sentence by sentence and as a batch."""
+    """Under the fixed rule on torch.mm (a build without oneDNN), each time step's small products of the two
+    directions run as one batched product on stacked weights (batch 1 here); a forced kernel runs them one
+    by one. Both give the reference outputs, sentence by sentence and as a batch."""
     stacked = []
     real = PlannedPair.__init__
 
@@ -152,7 +154,7 @@ def test_small_step_products_of_both_directions_run_batched(reference, rule, mon
             stacked.append(len(linears))
 
     monkeypatch.setattr(PlannedPair, "__init__", recording)
-    options = RunOptions.inference(ExecutionPlan(kernels=rule, level_order="together"))
+    options = RunOptions.inference(ExecutionPlan(kernels=rule, level_order="together", onednn=False))
     model = plan_model(load_bilm_hdf5(reference.options, reference.weights), options)
     batch = reference.batch(0)
     with torch.no_grad():

@@ -22,6 +22,8 @@ import pytest
 import torch
 
 from pyelmo.modelio.hub import shipped_folder
+from pyelmo.runtime.plan import onednn_available
+
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "reference"
 
 pytestmark = pytest.mark.slow
@@ -105,11 +107,11 @@ def test_fresh_processes_threads_load_and_alignment_give_the_same_bytes(name, tm
         assert len({v for k, v in runs.items() if k.startswith(f"threads={threads}")}) == 1, runs
 
 
-def mkl_products(text: Path, out: Path) -> list[tuple[str, int, int]]:
+def mkl_products(text: Path, out: Path, *flags: str) -> list[tuple[str, int, int]]:
     """The float32 matrix products MKL ran in a fresh `pyelmo embed` of the shipped model (``MKL_VERBOSE``):
     ``(form, weight pointer, rows)`` each."""
     run = subprocess.run([sys.executable, "-m", "pyelmo", "embed", str(text), str(out), "--no-progress",
-                          "--overwrite", "--threads", "2"], capture_output=True, text=True, check=True,
+                          "--overwrite", "--threads", "2", *flags], capture_output=True, text=True, check=True,
                          env={**os.environ, "MKL_VERBOSE": "1"})
     calls = []
     for line in (run.stdout + run.stderr).splitlines():
@@ -120,14 +122,14 @@ def mkl_products(text: Path, out: Path) -> list[tuple[str, int, int]]:
     return calls
 
 
-@pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="this PyTorch build has no MKL")
-def test_every_mkl_product_reads_an_aligned_weight_as_stored(tmp_path):
-    """The library products of the default plan take each weight in one form: as stored (out, in), transposed
-    by the call (MKL's ``T``: one dot product per output), at the allocator's alignment, whatever the row count;
-    no contiguous ``W^T`` (MKL's ``N`` form, whose one-row products split their sums on some CPUs)."""
-    calls = mkl_products(sentences(tmp_path / "s.txt", "en"), tmp_path / "o.h5")
-    if not calls:
+@pytest.mark.skipif(not (torch.backends.mkl.is_available() and onednn_available()),
+                    reason="this PyTorch build lacks MKL or oneDNN")
+def test_the_default_plan_runs_every_product_through_one_library(tmp_path):
+    """The fixed rule's one kernel family: where oneDNN runs, every float32 product of the default plan does,
+    one-row products included; none goes to MKL (a mix of the two gave other bits in other processes)."""
+    text = sentences(tmp_path / "s.txt", "en")
+    forced = mkl_products(text, tmp_path / "mm.h5", "--kernels", "mm")
+    if not forced:
         pytest.skip("MKL printed no products (MKL_VERBOSE not honoured by this build)")
-    assert {form for form, _, _ in calls} == {"T,N"}, sorted({form for form, _, _ in calls})
-    assert {pointer % 64 for _, pointer, _ in calls} == {0}
-    assert 1 in {rows for _, _, rows in calls}  # the one-row products are among them
+    assert 1 in {rows for _, _, rows in forced}  # MKL reports the one-row products when it runs them
+    assert mkl_products(text, tmp_path / "o.h5") == []

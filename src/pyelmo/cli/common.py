@@ -88,7 +88,8 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--bf16", action=_PrecisionAction, nargs=0, dest="precision", const="bfloat16",
                        help="the same as --precision bfloat16")
     group.add_argument("--kernels", choices=KERNEL_RULES, default=None,
-                       help="one kernel for every exact product instead of the fixed rule (see 'pyelmo env')")
+                       help="the kernel of every exact product: fixed (the default: oneDNN where this PyTorch has it, "
+                            "else torch.mm), mm or onednn (see 'pyelmo env')")
     group.add_argument("--no-int8-cache", action="store_true",
                        help="with --precision int8: quantize the weights afresh instead of reusing the int8 weights "
                             "kept from an earlier load (~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE; the same "

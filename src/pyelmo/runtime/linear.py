@@ -17,8 +17,9 @@ from pyelmo.runtime.kernels import quantize_int8
 from pyelmo.runtime.products import Products
 
 #: Same-shaped step products of at most this many multiply-adds each (the two directions of a
-#: level at one time step) run as one batched product on their weights stacked, when no kernel is
-#: forced: per-call overhead, not arithmetic, dominates them. Larger ones run one by one.
+#: level at one time step) run as one batched product on their weights stacked where the plan batches
+#: (:attr:`~pyelmo.runtime.plan.ExecutionPlan.batches`): per-call overhead, not arithmetic, dominates them.
+#: Larger ones run one by one.
 BATCHED_MAX_WORK = 2**22
 
 #: The alignment in bytes of the weights the kernels read (PyTorch's CPU allocator's): the libraries' code
@@ -141,8 +142,8 @@ class PlannedLinear(nn.Module):
 
 @planned("float32")
 class ExactLinear(PlannedLinear):
-    """Exact float32: ``torch.mm`` on ``W^T`` (a view, or a contiguous copy) or oneDNN with ``W`` prepacked,
-    as the plan picks per row class; the directions' small step products batched."""
+    """Exact float32: ``torch.mm`` on ``W^T`` or oneDNN with ``W`` prepacked, as the plan says; the
+    directions' small step products batched where the plan batches."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, products: Products,
                  persistent: bool = True) -> None:
@@ -150,7 +151,7 @@ class ExactLinear(PlannedLinear):
         self.register_buffer("weight", owned(weight), persistent)
 
     def batched_rows(self) -> int:
-        batches = not self.products.forced and self.weight.dtype == torch.float32
+        batches = self.products.plan.batches and self.weight.dtype == torch.float32
         return BATCHED_MAX_WORK // self.weight.numel() if batches else 0
 
 

@@ -27,9 +27,6 @@ from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS
 INT8_MIN_WEIGHT = 2**18
 #: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
 ROW_CLASSES = (1, 8, 64, 256)
-#: The fixed rule: oneDNN (when available) for products of at least this many multiply-adds;
-#: below it oneDNN's per-call overhead dominates and ``torch.mm`` is faster.
-ONEDNN_MIN_WORK = 2**18
 
 
 def onednn_available() -> bool:
@@ -72,9 +69,11 @@ def row_class(rows: int) -> int:
     return ROW_CLASSES[-1]
 
 
-def fixed_kernel(rows: int, weight_shape: tuple[int, int], onednn: bool) -> str:
-    """The fixed rule: oneDNN (when available) for products of at least ``ONEDNN_MIN_WORK`` multiply-adds."""
-    return "onednn" if onednn and rows * weight_shape[0] * weight_shape[1] >= ONEDNN_MIN_WORK else "mm"
+def fixed_kernel(onednn: bool) -> str:
+    """The fixed rule: one kernel family for every exact product, whatever its rows and weight (a mix of
+    libraries is what gave other bits in other processes on an Intel Xeon with AMX): oneDNN on prepacked
+    weights where this PyTorch has it, else ``torch.mm``."""
+    return "onednn" if onednn else "mm"
 
 
 @dataclass(frozen=True)
@@ -141,11 +140,17 @@ class ExecutionPlan:
         return self.spec.torch_dtype
 
     def kernel(self, rows: int, weight_shape: tuple[int, int]) -> str:
-        """The float32 kernel of a product of ``rows`` rows times ``W^T``: a function of the row class and
-        the weight's shape only."""
+        """The float32 kernel of a product of ``rows`` rows times ``W^T``: the plan's one kernel (``rows`` and
+        the weight's shape choose nothing)."""
         if self.kernels in KERNELS:
             return self.kernels
-        return fixed_kernel(row_class(rows), weight_shape, self.onednn)
+        return fixed_kernel(self.onednn)
+
+    @property
+    def batches(self) -> bool:
+        """Whether a time step's small products of a level's two directions run as one batched product
+        (``bmm``): under the fixed rule where its kernel is ``torch.mm``, whose library runs ``bmm`` too."""
+        return self.kernels == "fixed" and fixed_kernel(self.onednn) == "mm"
 
     def quantized(self, weight_shape: tuple[int, int]) -> bool:
         """Whether the products with a weight of ``weight_shape`` run quantized (int8 mode, large weights)."""

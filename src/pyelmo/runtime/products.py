@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from pyelmo.runtime.kernels import KERNEL_CLASSES, Kernel
-from pyelmo.runtime.plan import KERNELS, ExecutionPlan, row_class
+from pyelmo.runtime.plan import ExecutionPlan, row_class
 from pyelmo.runtime.precision import DEFAULT, int8_engine
 
 
@@ -40,11 +40,6 @@ class Products:
         self.int8_reduce_range = self.int8 and int8_engine() != "qnnpack"  # the engine's, decided once
         self.decisions: dict[tuple[int, tuple[int, int]], str] = {}
         self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
-
-    @property
-    def forced(self) -> bool:
-        """Whether one kernel runs every product (no batching of the directions' step products)."""
-        return self.plan.kernels in KERNELS
 
     def __repr__(self) -> str:
         return f"Products({self.plan})"
