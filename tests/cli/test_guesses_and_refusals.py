@@ -207,3 +207,22 @@ def test_an_interrupted_embed_says_how_much_is_kept(tmp_path, monkeypatch, capsy
         assert kept in err and len(err.splitlines()) == 1, err
     stop_at = -1
     assert main(["embed", str(text), str(tmp_path / "o.h5"), "--resume", *args]) == 0
+
+
+def test_choices_come_from_the_registries():
+    """--kernels, pyelmo evaluate's tasks, --features and --bilm-context list what their registries hold."""
+    from pyelmo.cli import build_parser
+    from pyelmo.evaluation.registry import NAMES
+    from pyelmo.runtime.rules import KERNEL_RULES
+    from pyelmo.tasks import CONTEXTS, FEATURES
+
+    def choices(*path):
+        parser = build_parser()
+        for name in path[:-1]:
+            parser = next(a for a in parser._actions if a.dest in ("command", "task_command")).choices[name]
+        return list(next(a for a in parser._actions if a.dest == path[-1]).choices)
+
+    assert choices("embed", "kernels") == choices("env", "kernels") == list(KERNEL_RULES)
+    assert choices("evaluate", "task") == [*NAMES, "all"]
+    assert choices("task", "train", "features") == list(FEATURES)
+    assert choices("task", "train", "bilm_context") == list(CONTEXTS)

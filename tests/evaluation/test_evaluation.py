@@ -323,6 +323,29 @@ def test_report_writing(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+def test_every_registered_evaluation_has_its_runner_and_report_section():
+    """The registry is the one list of evaluations: the runner and the report have an entry for each, in
+    its order, and the command offers each (and ``all``)."""
+    from pyelmo.cli import build_parser
+    from pyelmo.evaluation import run
+    from pyelmo.evaluation.registry import EVALUATIONS, NAMES, help_lines
+
+    assert NAMES == ("wsd", "pos", "neighbours")
+    assert tuple(run._RUNNERS) == tuple(report._SECTIONS) == NAMES
+    evaluate = next(a for a in build_parser()._actions if a.dest == "command").choices["evaluate"]
+    assert next(a for a in evaluate._actions if a.dest == "task").choices == [*NAMES, "all"]
+    lines = help_lines()
+    assert all(f"  {name} " in lines for name in (*NAMES, "all")) and "the three" in lines
+    assert [n for n in NAMES if EVALUATIONS[n].chart] == ["wsd", "pos"]  # the two with a bar chart
+
+
+def test_an_unregistered_evaluation_is_refused():
+    from pyelmo.evaluation.run import EvalOptions, run_evaluation
+
+    with pytest.raises(common.EvaluationError, match="unknown evaluation task\\(s\\): ner"):
+        run_evaluation(None, ("wsd", "ner"), EvalOptions(out_dir=Path("unused")))
+
+
 def test_cli_evaluate_all(tmp_path, word2vec_file, capsys, monkeypatch):
     from pyelmo.cli import main
     from pyelmo.runtime import planning

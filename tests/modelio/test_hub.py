@@ -21,6 +21,7 @@ from pyelmo.modelio.downloads import DownloadError
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.cli import main
 from pyelmo.errors import PyelmoError, WeightFileError
+from pyelmo.modelio.resolve import resolve_model
 from pyelmo.modelio.weights import load_bilm_hdf5, load_options
 
 REF = Path(__file__).parents[1] / "fixtures" / "reference" / "allennlp"
@@ -51,6 +52,11 @@ def tiny(server, monkeypatch):
                           load_options(REF / "options.json"), "test model", "local server")
     monkeypatch.setitem(hub.RELEASES, release.name, release)
     return release
+
+
+def fetch(source, progress=True):
+    """A released name, URL or archive fetched into the cache, as the resolver's record fetches it."""
+    return resolve_model(source).fetch(progress=progress)
 
 
 def outputs(model) -> torch.Tensor:
@@ -106,11 +112,11 @@ def test_killed_download_resumes_with_a_range_request(cache, server, tiny):
     half = len(WEIGHTS) // 2
     server.cut["/m/weights.hdf5"] = half
     with pytest.raises(DownloadError, match="stopped at .*run again to resume"):
-        hub.resolve("tiny-test", progress=False)
+        fetch("tiny-test", progress=False)
     part = cache / "models" / "tiny-test" / ".weights.hdf5.part"
     assert part.stat().st_size == half
     assert not (cache / "models" / "tiny-test" / "weights.hdf5").exists()
-    files = hub.resolve("tiny-test", progress=False)
+    files = fetch("tiny-test", progress=False)
     assert server.gets("/m/weights.hdf5") == [None, f"bytes={half}-"]
     assert files.weights.read_bytes() == WEIGHTS
     assert leftovers(cache) == []
@@ -123,7 +129,7 @@ def test_pinned_digest_mismatch_is_rejected_and_removed(cache, server, tiny, mon
     pinned = hub.Release(**{**tiny.__dict__, "sha256": (("weights.hdf5", hashlib.sha256(WEIGHTS).hexdigest()),)})
     monkeypatch.setitem(hub.RELEASES, "tiny-test", pinned)
     with pytest.raises(DownloadError) as info:
-        hub.resolve("tiny-test", progress=False)
+        fetch("tiny-test", progress=False)
     assert "\n" not in str(info.value) and "sha256" in str(info.value)
     folder = cache / "models" / "tiny-test"
     assert not (folder / "weights.hdf5").exists() and leftovers(cache) == []
@@ -132,34 +138,34 @@ def test_pinned_digest_mismatch_is_rejected_and_removed(cache, server, tiny, mon
 def test_truncated_file_fails_the_structural_check_and_is_removed(cache, server, tiny):
     server.files["/m/weights.hdf5"] = WEIGHTS[: len(WEIGHTS) // 2]  # a complete transfer of a bad file
     with pytest.raises(WeightFileError) as info:
-        hub.resolve("tiny-test", progress=False)
+        fetch("tiny-test", progress=False)
     assert "\n" not in str(info.value) and "removed" in str(info.value)
     folder = cache / "models" / "tiny-test"
     assert not (folder / "weights.hdf5").exists() and leftovers(cache) == []
     assert "weights.hdf5" not in json.loads((folder / "files.json").read_text())
     server.files["/m/weights.hdf5"] = WEIGHTS  # the good file then downloads and loads
-    assert hub.resolve("tiny-test", progress=False).weights.read_bytes() == WEIGHTS
+    assert fetch("tiny-test", progress=False).weights.read_bytes() == WEIGHTS
 
 
 def test_cached_file_changed_on_disk_is_detected(cache, server, tiny):
-    files = hub.resolve("tiny-test", progress=False)
+    files = fetch("tiny-test", progress=False)
     data = bytearray(files.weights.read_bytes())
     data[100] ^= 0xFF
     files.weights.write_bytes(bytes(data))
     with pytest.raises(DownloadError, match="changed since download"):
-        hub.resolve("tiny-test", progress=False)
+        fetch("tiny-test", progress=False)
     assert not files.weights.exists()
-    assert hub.resolve("tiny-test", progress=False).weights.read_bytes() == WEIGHTS
+    assert fetch("tiny-test", progress=False).weights.read_bytes() == WEIGHTS
 
 
 def test_a_later_download_must_match_the_digest_recorded_by_the_first(cache, server, tiny):
-    files = hub.resolve("tiny-test", progress=False)
+    files = fetch("tiny-test", progress=False)
     files.weights.unlink()  # e.g. cleaned up by hand; the ledger keeps the digest
     changed = bytearray(WEIGHTS)
     changed[len(changed) // 2] ^= 0xFF
     server.files["/m/weights.hdf5"] = bytes(changed)
     with pytest.raises(DownloadError, match="recorded at the first download"):
-        hub.resolve("tiny-test", progress=False)
+        fetch("tiny-test", progress=False)
     assert not files.weights.exists() and leftovers(cache) == []
 
 
@@ -169,7 +175,7 @@ def test_a_file_placed_by_hand_is_used_and_then_guarded(cache, tiny, monkeypatch
     folder.mkdir(parents=True)
     (folder / "options.json").write_bytes(OPTIONS)
     (folder / "weights.hdf5").write_bytes(WEIGHTS)
-    assert hub.resolve("tiny-test").weights == folder / "weights.hdf5"
+    assert fetch("tiny-test").weights == folder / "weights.hdf5"
     ledger = json.loads((folder / "files.json").read_text())
     assert ledger["weights.hdf5"]["sha256"] == hashlib.sha256(WEIGHTS).hexdigest()
 
@@ -186,7 +192,8 @@ def test_two_processes_downloading_at_once_end_with_one_good_file(cache, server,
         f"load_options({str(REF / 'options.json')!r}), 't', 't'))",
         "pathlib.Path(sys.argv[1]).touch()",
         f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)",
-        "print(hub.resolve('tiny-test', progress=False).weights)",
+        "from pyelmo.modelio.resolve import resolve_model",
+        "print(resolve_model('tiny-test').fetch(progress=False).weights)",
     ])
     ready = [tmp_path / f"ready{i}" for i in range(2)]
     procs = [subprocess.Popen([sys.executable, "-c", code, str(r)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -216,7 +223,7 @@ def test_offline_mode_names_every_file_its_url_and_place_in_one_message(cache, t
     folder.mkdir(parents=True)
     (folder / "options.json").write_bytes(OPTIONS)
     with pytest.raises(DownloadError) as info:
-        hub.resolve("tiny-test")
+        fetch("tiny-test")
     assert f"{tiny.weights_url} to {folder / 'weights.hdf5'}" in str(info.value)
     assert tiny.options_url not in str(info.value) and "(options.json is there)" in str(info.value)
     (folder / "weights.hdf5").write_bytes(WEIGHTS)
@@ -227,7 +234,7 @@ def test_offline_mode_for_a_url_names_the_weights_and_their_options(cache, monke
     monkeypatch.setenv("PYELMO_OFFLINE", "1")
     url = "http://127.0.0.1:9/x/elmo_tiny_weights.hdf5"
     with pytest.raises(DownloadError) as info:
-        hub.resolve(url)
+        fetch(url)
     message = str(info.value)
     folder = cache / "models" / hub.url_folder(url)
     assert f"{url} to {folder / 'weights.hdf5'}" in message
@@ -244,7 +251,7 @@ def pyelmo_load(name):
 def test_unreachable_server_is_one_line_naming_the_url(cache, monkeypatch):
     url = "http://127.0.0.1:9/nothing/model.zip"  # port 9 (discard): connection refused
     with pytest.raises(DownloadError) as info:
-        hub.resolve(url, progress=False)
+        fetch(url, progress=False)
     assert url in str(info.value) and "\n" not in str(info.value)
 
 
@@ -270,7 +277,7 @@ def test_archive_url_in_the_nlpl_layout_loads(cache):
 
     archive = _zip({"options.json": OPTIONS, "model.hdf5": WEIGHTS, "vocab.txt": b"the\nbank\n", "README": b"x"})
     with FileServer({"/repository/42.zip": archive}) as srv:
-        files = hub.resolve(f"{srv.url}/repository/42.zip", progress=False)
+        files = fetch(f"{srv.url}/repository/42.zip", progress=False)
         assert files.vocab is not None and files.weights.name == "model.hdf5"
         model = pyelmo.load(f"{srv.url}/repository/42.zip")
     assert torch.equal(outputs(model), direct())
@@ -298,11 +305,11 @@ def test_archive_without_a_model_is_refused(cache, tmp_path):
     archive = tmp_path / "empty.zip"
     archive.write_bytes(_zip({"README": b"nothing here"}))
     with pytest.raises(WeightFileError, match="holds no options JSON"):
-        hub.resolve(str(archive))
+        fetch(str(archive))
     assert archive.exists()  # the user's own file stays
     with FileServer({"/empty.zip": archive.read_bytes()}) as srv:
         with pytest.raises(WeightFileError, match="holds no options JSON"):
-            hub.resolve(f"{srv.url}/empty.zip", progress=False)
+            fetch(f"{srv.url}/empty.zip", progress=False)
     kept = [p.name for p in (cache / "models").rglob("*") if p.is_file()]
     assert [name for name in kept if name != "files.json" and not name.endswith(".lock")] == []
 
@@ -326,7 +333,7 @@ def test_archive_entries_outside_its_folder_are_refused(cache, tmp_path, suffix,
     archive = tmp_path / f"model{suffix}"
     archive.write_bytes(pack({"options.json": OPTIONS, "model.hdf5": WEIGHTS, member: b"x"}))
     with pytest.raises(PyelmoError, match="has an entry outside its folder"):
-        hub.resolve(str(archive))
+        fetch(str(archive))
     assert not list(tmp_path.rglob("escaped.txt")) and not list(cache.rglob("model.hdf5"))
     assert leftovers(cache) == []
 
@@ -353,6 +360,9 @@ def test_models_and_download_commands(cache, tiny, capsys):
     other = cache.parent / "elsewhere"
     assert main(["download", "tiny-test", "--dir", str(other), "--quiet"]) == 0
     assert (other / "models" / "tiny-test" / "weights.hdf5").read_bytes() == WEIGHTS
+    assert main(["download", "english"]) == 1  # in the package: nothing to fetch
+    err = capsys.readouterr().err.strip()
+    assert "english (shipped) is in the package already: there is nothing to download" in err and "\n" not in err
 
 
 def test_registry_sizes_match_the_published_parameter_counts():

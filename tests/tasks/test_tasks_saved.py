@@ -38,3 +38,23 @@ def test_a_task_model_saved_by_the_old_code_predicts_as_it_did(kind):
     for key, old in expected["metrics"].items():
         scale = 100 if key in FRACTIONS and old is not None else 1
         assert metrics[key] == pytest.approx(old * scale if old is not None else None), key
+
+
+def test_the_biLM_is_recorded_as_the_resolver_reads_it(tmp_path, monkeypatch):
+    """A task model's config.json keeps a name or URL as given and a local model as absolute paths; what
+    is which is the resolver's reading (a folder called ``english`` here does not shadow the shipped model)."""
+    import shutil
+
+    from pyelmo.modelio.hub import shipped_folder
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(shipped_folder("english"), tmp_path / "english")
+    shutil.copytree(shipped_folder("english"), tmp_path / "mine")
+    for kept in ("english", "original", "https://example.org/m/elmo_weights.hdf5"):
+        assert BiLMSource(kept).absolute() == BiLMSource(kept)
+        assert BiLMSource(kept).resolved().kind in ("shipped", "released", "url")
+    assert BiLMSource("mine").absolute() == BiLMSource(str(tmp_path / "mine"))
+    shutil.copy(OPTIONS, "o.json")
+    shutil.copy(WEIGHTS, "w.hdf5")
+    assert BiLMSource("o.json", "w.hdf5").absolute() == BiLMSource(str(tmp_path / "o.json"), str(tmp_path / "w.hdf5"))
+    assert BiLMSource().absolute() == BiLMSource()  # no model: the default, resolved where it is used

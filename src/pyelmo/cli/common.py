@@ -135,8 +135,8 @@ def positionals_anywhere(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 
 
 def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """(model, weight_file) arguments for ``pyelmo.modelio.resolve.resolve_model`` from parsed flags: without a
-    model, the shipped model of ``--lang`` (``chinese`` for zh; None, the shipped English model, without --lang)."""
+    """(model, weight_file) of the parsed flags, checked: ``--model`` (None: none given) or ``--options-file`` with
+    ``--weight-file``; :func:`resolved_model` makes them a model."""
     options_file, weight_file = getattr(args, "options_file", None), getattr(args, "weight_file", None)
     if args.model and (options_file or weight_file):
         raise InputError("give either --model or --options-file/--weight-file, not both")
@@ -144,24 +144,22 @@ def model_source(args: argparse.Namespace) -> tuple[str | None, str | None]:
         raise InputError("--options-file and --weight-file go together")
     if options_file:
         return options_file, weight_file
-    return chosen_model(args), None
+    return args.model, None
 
 
-def chosen_model(args: argparse.Namespace) -> str | None:
-    """--model, else the shipped model of the command's --lang when it has one (:func:`default_model`)."""
-    from pyelmo.modelio.hub import default_model
+def resolved_model(args: argparse.Namespace):
+    """The model the flags name (:func:`pyelmo.modelio.resolve.resolve_model`): without one, the shipped model of
+    the command's ``--lang`` (``chinese`` for zh; the shipped English model without --lang)."""
+    from pyelmo.modelio.resolve import resolve_model
 
-    lang = getattr(args, "lang", None)
-    return args.model if args.model is not None else default_model(lang) if lang else None
+    return resolve_model(*model_source(args), lang=getattr(args, "lang", None))
 
 
 def load_embedder(args: argparse.Namespace, **kwargs):
     """An ``ElmoEmbedder`` for the model the flags name."""
     from pyelmo.embedding.embedder import ElmoEmbedder
 
-    model, weight_file = model_source(args)
-    return ElmoEmbedder(model, weight_file, **kwargs)
-
+    return ElmoEmbedder(resolved_model(args), **kwargs)
 
 
 def print_json(obj) -> None:

@@ -31,9 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_download(args: argparse.Namespace) -> int:
-    from pyelmo.modelio import hub
+    from pyelmo.modelio.resolve import resolve_model
 
-    files = hub.download(args.source, args.dir, progress=not args.quiet)
+    files = resolve_model(args.source).fetch(args.dir, progress=not args.quiet)
     print(f"{args.source}: {files.options.parent}")
     return 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_lang_argument, add_model_arguments, add_plan_arguments, model_source, plan_settings
+from pyelmo.cli.common import add_lang_argument, add_model_arguments, add_plan_arguments, plan_settings, resolved_model
 from pyelmo.text.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
 
 DESCRIPTION = """\
@@ -127,8 +127,7 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise InputError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-    model, weight_file = model_source(args)
-    embedder = ElmoEmbedder(model, weight_file, batch_size=args.batch_size, stateful=args.stateful,
+    embedder = ElmoEmbedder(resolved_model(args), batch_size=args.batch_size, stateful=args.stateful,
                             device=args.device, max_tokens=args.max_tokens or None,
                             token_cache_size=args.token_cache_size, **plan_settings(args))
     count = embedder.embed_job(job)

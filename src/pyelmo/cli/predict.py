@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_lang_argument, add_model_arguments, chosen_model
+from pyelmo.cli.common import add_lang_argument, add_model_arguments, resolved_model
 
 DESCRIPTION = """\
 Print the top-k words for the blank (___) in SENTENCE: from the forward LM (reading
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.candidates is not None and args.candidates < 0:
         raise InputError("--candidates must be 0 or more")
     tokens = blank_tokens(args.sentence, args.lang)
-    predictions = WordPredictor.from_pretrained(chosen_model(args), candidates=args.candidates).predict(tokens, k=args.top)
+    predictions = WordPredictor.from_pretrained(resolved_model(args), candidates=args.candidates).predict(tokens, k=args.top)
     columns = [("forward", predictions.forward), ("backward", predictions.backward),
                ("combined", predictions.combined)]
     print("  ".join(f"{name:<24}" for name, _ in columns))

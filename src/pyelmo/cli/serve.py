@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     check_address(args.host, args.port)
     check_precision(args)  # before the workers start
 
-    model, weight_file = model_source(args)
+    model, weight_file = model_source(args)  # no --model: build_service resolves the shipped model of --lang
     settings = {"model": model, "weight_file": weight_file, "lang": args.lang, "threads": args.threads,
                 "precision": args.precision, "int8_min_weight": args.int8_min_weight,
                 "batching": not args.no_batching,

@@ -83,8 +83,11 @@ def _add_kind_options(group: argparse._ArgumentGroup, kinds: list) -> None:
 
 
 def _add_feature_arguments(f: argparse._ArgumentGroup) -> None:
-    f.add_argument("--features", choices=["static", "elmo", "static+elmo"], default="static+elmo",
-                   help="static vectors, ELMo, or both concatenated (default static+elmo)")
+    from pyelmo.tasks import CONTEXTS, FEATURES
+    from pyelmo.tasks.options import TrainOptions
+
+    f.add_argument("--features", choices=FEATURES, default=TrainOptions.features,
+                   help=f"static vectors, ELMo, or both concatenated (default {TrainOptions.features})")
     f.add_argument("--static-vectors", metavar="FILE",
                    help="word2vec or GloVe text file, or a folder made by 'pyelmo task data static' (default: the "
                         "English word2vec vectors shipped with pyelmo)")
@@ -97,7 +100,7 @@ def _add_feature_arguments(f: argparse._ArgumentGroup) -> None:
                    help="also concatenate a second ELMo mix to the encoder's output (paper Table 3; "
                         "qa: one for the passage and one for the question); needs --features elmo or "
                         "static+elmo")
-    f.add_argument("--bilm-context", choices=["line", "sentence"], default=None,
+    f.add_argument("--bilm-context", choices=CONTEXTS, default=None,
                    help="what the biLM reads: the whole example at once (line), or each sentence of it on "
                         "its own, its layers concatenated back in token order (sentence; pieces longer than "
                         "the biLM's training length are cut); stored with the model (default: the kind's, " +

@@ -4,9 +4,17 @@
 * :mod:`~pyelmo.evaluation.pos` – a linear POS probe on the Brown corpus's gold tags;
 * :mod:`~pyelmo.evaluation.neighbours` – nearest neighbours of ambiguous words;
 * :mod:`~pyelmo.evaluation.static` – the word2vec baseline reported beside every layer;
-* :mod:`~pyelmo.evaluation.run` – the end-to-end runner behind ``pyelmo evaluate``.
+* :mod:`~pyelmo.evaluation.run` – the end-to-end runner behind ``pyelmo evaluate``;
+* :mod:`~pyelmo.evaluation.registry` – the registry of the evaluations it runs.
 """
 
-from pyelmo.evaluation.common import EvaluationError
-
 __all__ = ["EvaluationError"]
+
+
+def __getattr__(name: str):
+    """``EvaluationError``, imported on first use (the command line reads the registry without numpy)."""
+    if name == "EvaluationError":
+        from pyelmo.evaluation.common import EvaluationError
+
+        return EvaluationError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

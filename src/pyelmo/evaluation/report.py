@@ -12,13 +12,9 @@ import math
 import os
 from pathlib import Path
 
+from pyelmo.evaluation.registry import EVALUATIONS, NAMES
 from pyelmo.fileio import write_bytes_atomic, write_json_atomic, write_text_atomic
 
-TASKS = ("wsd", "pos", "neighbours")
-PAPER = {
-    "wsd": "paper (SemCor -> Senseval/SemEval all-words, F1): layer 2 69.0, layer 1 67.4, WordNet first sense 65.9",
-    "pos": "paper (PTB WSJ, 45 tags, accuracy): layer 1 97.3, layer 2 96.8",
-}
 _LABELS = {"first_sense": "first sense", "most_frequent_tag": "most frequent tag", "word2vec": "word2vec",
            "average": "layer average", "mix": "tuned mix"}
 
@@ -66,9 +62,9 @@ def write_task(out_dir: str | os.PathLike, result: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     task = result["task"]
     write_json_atomic(out / f"{task}.json", result)
-    if task in ("wsd", "pos"):
+    title = EVALUATIONS[task].chart
+    if title is not None:
         values = {label(m): r["accuracy"] for m, r in result["methods"].items()}
-        title = "WSD on WordNet examples (1-NN)" if task == "wsd" else "POS probe on Brown (linear)"
         bar_chart(out / f"{task}.png", title, values)
 
 
@@ -92,7 +88,7 @@ def _wsd_md(r: dict) -> list[str]:
         w = ", ".join(f"{x:.1f}" for x in r["mix"]["weights"])
         lines += [f"Tuned mix: layer weights ({w}) chosen on dev (dev accuracy {_pct(r['mix']['dev_accuracy'])}, "
                   f"grid step {r['mix']['grid_step']}).", ""]
-    lines += ["Accuracy equals the Senseval-style F1 here (every context is answered). " + PAPER["wsd"] + ".", "",
+    lines += ["Accuracy equals the Senseval-style F1 here (every context is answered). " + EVALUATIONS["wsd"].paper + ".", "",
               "![WSD](wsd.png)", ""]
     return lines
 
@@ -111,7 +107,7 @@ def _pos_md(r: dict) -> list[str]:
     extra = r["methods"].get("word2vec", {}).get("oov_rate")
     lines += [""] + ([f"word2vec knows {_pct(1 - extra)}% of the test tokens (unknown ones get a zero vector).", ""]
                      if extra is not None else [])
-    lines += [PAPER["pos"] + ".", "", "![POS](pos.png)", ""]
+    lines += [EVALUATIONS["pos"].paper + ".", "", "![POS](pos.png)", ""]
     return lines
 
 
@@ -147,7 +143,8 @@ def write_report(out_dir: str | os.PathLike, header: dict) -> Path:
         lines.append(f"- {k}: {v}")
     lines.append("")
     current = header.get("model fingerprint (sha1 of weights)")
-    for task, render in (("wsd", _wsd_md), ("pos", _pos_md), ("neighbours", _neighbours_md)):
+    for task in NAMES:
+        render = _SECTIONS[task]
         path = out / f"{task}.json"
         if path.exists():
             result = json.loads(path.read_text(encoding="utf-8"))
@@ -160,3 +157,8 @@ def write_report(out_dir: str | os.PathLike, header: dict) -> Path:
     report = out / "report.md"
     write_text_atomic(report, "\n".join(lines))
     return report
+
+
+#: The report's section of each evaluation of the registry (:data:`pyelmo.evaluation.registry.EVALUATIONS`; a test
+#: checks that every one has its section).
+_SECTIONS = {"wsd": _wsd_md, "pos": _pos_md, "neighbours": _neighbours_md}

@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyelmo.evaluation.common import EvaluationError, default_cache_dir, registry_source
+from pyelmo.evaluation.registry import EVALUATIONS
 from pyelmo.modelio.weights import model_fingerprint
 from pyelmo.runtime import precision as precisions
 from pyelmo.evaluation.static import Word2VecOptions
-
-ALL_TASKS = ("wsd", "pos", "neighbours")
 
 
 @dataclass
@@ -47,7 +46,7 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
     from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.evaluation.report import write_report, write_task
 
-    unknown = [t for t in tasks if t not in ALL_TASKS]
+    unknown = [t for t in tasks if t not in EVALUATIONS]
     if unknown:
         raise EvaluationError(f"unknown evaluation task(s): {', '.join(unknown)}")
     embedder = model if isinstance(model, ElmoEmbedder) else None
@@ -97,24 +96,37 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
 
 def _run_task(task: str, model, static, options: EvalOptions, common: dict) -> dict:
     """One evaluation's result (``model``: the biLM or an embedder of it; ``static``: the word2vec baseline)."""
-    if task == "wsd":
-        from pyelmo.evaluation.wsd import evaluate_wsd
-        from pyelmo.evaluation.wsddata import load_instances
+    return _RUNNERS[task](model, static, options, common)
 
-        wn = registry_source("wordnet", options.wordnet)
-        instances = load_instances(wn, options.work_dir, options.progress, options.wsd_max_lemmas)
-        return evaluate_wsd(model, instances, static, **common)
-    if task == "pos":
-        from pyelmo.evaluation.pos import evaluate_pos
 
-        return evaluate_pos(model, registry_source("brown", options.brown), static,
-                            train_sentences=options.pos_train_sentences,
-                            test_sentences=options.pos_test_sentences, l2=options.pos_l2,
-                            max_iter=options.pos_max_iter, **common)
+def _wsd(model, static, options: EvalOptions, common: dict) -> dict:
+    from pyelmo.evaluation.wsd import evaluate_wsd
+    from pyelmo.evaluation.wsddata import load_instances
+
+    wn = registry_source("wordnet", options.wordnet)
+    instances = load_instances(wn, options.work_dir, options.progress, options.wsd_max_lemmas)
+    return evaluate_wsd(model, instances, static, **common)
+
+
+def _pos(model, static, options: EvalOptions, common: dict) -> dict:
+    from pyelmo.evaluation.pos import evaluate_pos
+
+    return evaluate_pos(model, registry_source("brown", options.brown), static,
+                        train_sentences=options.pos_train_sentences,
+                        test_sentences=options.pos_test_sentences, l2=options.pos_l2,
+                        max_iter=options.pos_max_iter, **common)
+
+
+def _neighbours(model, static, options: EvalOptions, common: dict) -> dict:
     from pyelmo.evaluation.neighbours import evaluate_neighbours
 
     return evaluate_neighbours(model, registry_source("brown", options.brown), static,
                                k=options.neighbours_k, **common)
+
+
+#: What each evaluation of the registry (:data:`pyelmo.evaluation.registry.EVALUATIONS`) runs (a test checks
+#: that every one has its runner).
+_RUNNERS = {"wsd": _wsd, "pos": _pos, "neighbours": _neighbours}
 
 
 def model_directory(source) -> Path:

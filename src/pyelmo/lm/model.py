@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
@@ -29,7 +28,6 @@ from pyelmo.fileio import PathLike
 from pyelmo.lm.text import TokenizedText, eval_batches
 from pyelmo.runtime.options import RunOptions
 from pyelmo.lm.vocab import Vocabulary
-from pyelmo.modelio.archives import SOFTMAX_NAME
 
 if TYPE_CHECKING:
     from pyelmo.modelio.resolve import ResolvedModel
@@ -183,8 +181,9 @@ def _from_pretrained(cls, model: ResolvedModel | PathLike | None = None, dropout
                      bilm: BiLM | None = None) -> "LanguageModel":
     """A biLM with its softmax and its vocabulary (``.vocab``), read once: anything
     :func:`pyelmo.modelio.resolve.resolve_model` takes that has an LM head (a shipped model, a folder
-    ``pyelmo train`` or ``pyelmo export`` wrote). ``bilm``: the biLM already loaded from the same model
-    (then only the softmax and vocabulary are read: ``pyelmo serve`` holds one biLM)."""
+    ``pyelmo train`` or ``pyelmo export`` wrote), loaded through its record
+    (:meth:`~pyelmo.modelio.resolve.ResolvedModel.load_with_softmax`). ``bilm``: the biLM already loaded from the
+    same model (then only the softmax and vocabulary are read: ``pyelmo serve`` holds one biLM)."""
     from pyelmo.errors import WeightFileError
     from pyelmo.modelio.resolve import resolve_model
 
@@ -192,16 +191,11 @@ def _from_pretrained(cls, model: ResolvedModel | PathLike | None = None, dropout
     if not source.has_softmax:
         raise no_softmax({"released": f"the released model {source.name!r}", "url": f"the downloaded model "
                           f"{source.name!r}"}.get(source.kind, source.name if source.folder is None else str(source.folder)))
-    folder = source.folder
-    if source.format == "bilm-tf":  # exported: options.json, weights.hdf5, softmax.hdf5
-        bilm = bilm or source.load_bilm()
-        w, b = _read_softmax_hdf5(folder / SOFTMAX_NAME)
-    else:
-        bilm, w, b = _native_head(source, folder, dropout, bilm)
-    vocab = Vocabulary.load(folder / "vocab.txt")
+    bilm, w, b = source.load_with_softmax(bilm, dropout)
+    vocab = Vocabulary.load(source.vocab_file)
     config = bilm.config
     if w.shape != (len(vocab), config.projection_dim) or b.shape != (len(vocab),):
-        raise WeightFileError(f"{folder}: softmax shape {tuple(w.shape)} does not match vocabulary "
+        raise WeightFileError(f"{source.folder}: softmax shape {tuple(w.shape)} does not match vocabulary "
                               f"({len(vocab)}) and projection ({config.projection_dim})")
     lm = cls(config, len(vocab), dropout=dropout, bilm=bilm)
     with torch.no_grad():
@@ -209,42 +203,6 @@ def _from_pretrained(cls, model: ResolvedModel | PathLike | None = None, dropout
         lm.softmax_bias.copy_(b)
     lm.vocab = vocab
     return lm.eval()
-
-
-def _native_head(source: ResolvedModel, folder: Path, dropout: float,
-                 bilm: BiLM | None) -> tuple[BiLM, torch.Tensor, torch.Tensor]:
-    """A native folder's biLM (``bilm`` when given, else read with ``dropout``) and its softmax."""
-    from safetensors import safe_open
-
-    from pyelmo.modelio import elmoformanylangs
-    from pyelmo.modelio.weights import (CONFIG_NAME, WEIGHTS_NAME, config_from_options, load_native_state,
-                                        load_native_tensors, read_native_config)
-
-    if bilm is not None:  # the softmax alone
-        with safe_open(str(folder / WEIGHTS_NAME), framework="pt") as f:
-            return bilm, f.get_tensor("softmax.weight").float(), f.get_tensor("softmax.bias").float()
-    native = read_native_config(folder)
-    tensors = load_native_tensors(folder)
-    if source.format == "elmoformanylangs":  # continued from an ELMoForManyLangs model: their token encoder
-        bilm = elmoformanylangs.load_converted(folder, dropout, native, tensors)
-    else:
-        bilm = BiLM(config_from_options(native["options"], folder / CONFIG_NAME), dropout=dropout)
-        load_native_state(bilm, tensors, folder)
-    return bilm, tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
-
-
-def _read_softmax_hdf5(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    """``softmax/W`` and ``softmax/b`` of an exported ``softmax.hdf5``."""
-    import h5py
-
-    from pyelmo.errors import WeightFileError
-
-    try:
-        with h5py.File(path, "r") as f:
-            return (torch.from_numpy(np.asarray(f["softmax/W"][...], dtype=np.float32)),
-                    torch.from_numpy(np.asarray(f["softmax/b"][...], dtype=np.float32)))
-    except (OSError, KeyError, RuntimeError, ValueError) as exc:
-        raise WeightFileError(f"{path} is not a readable softmax file (datasets softmax/W, softmax/b: {exc})") from None
 
 
 # -- perplexity -----------------------------------------------------------------------------

@@ -13,10 +13,14 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyelmo.modelio.downloads import DownloadError, Ledger, file_lock
 from pyelmo.errors import WeightFileError
 from pyelmo.fileio import PathLike
+
+if TYPE_CHECKING:
+    import torch
 
 OPTIONS_NAME, WEIGHTS_NAME, SOFTMAX_NAME = "options.json", "weights.hdf5", "softmax.hdf5"
 
@@ -101,6 +105,20 @@ def find_model_files(directory: Path, origin: PathLike | None = None) -> ModelFi
                               "(expected options.json and model.hdf5, the NLPL layout)")
     vocab = options.parent / "vocab.txt"
     return ModelFiles(options, weights, vocab if vocab.is_file() else None)
+
+
+def read_softmax_hdf5(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax/W`` and ``softmax/b`` of an exported ``softmax.hdf5``."""
+    import h5py
+    import numpy as np
+    import torch
+
+    try:
+        with h5py.File(path, "r") as f:
+            return (torch.from_numpy(np.asarray(f["softmax/W"][...], dtype=np.float32)),
+                    torch.from_numpy(np.asarray(f["softmax/b"][...], dtype=np.float32)))
+    except (OSError, KeyError, RuntimeError, ValueError) as exc:
+        raise WeightFileError(f"{path} is not a readable softmax file (datasets softmax/W, softmax/b: {exc})") from None
 
 
 def check_structure(model: ModelFiles, remove_on_failure: list[Path]) -> None:

@@ -1,13 +1,14 @@
 """Models by name (the shipped ones, ``english`` and ``chinese``, and the released ones), and the model cache.
 
-``resolve("original")`` returns the local options and weight files of a released model,
+``fetch_release(RELEASES["original"])`` returns the local options and weight files of a released model,
 downloading them on first use (:mod:`pyelmo.modelio.downloads`: resumable, locked, checked
 against a pinned or recorded sha256) and checking the model structurally before it is
 used (:mod:`pyelmo.modelio.archives`). A file that fails a check is removed.
 
-The same works for any URL or local archive (``.zip``, ``.tar.gz``, ``.tgz``) holding an
-options JSON and a bilm-tf HDF5 file (the NLPL repository's layout: ``options.json``,
-``model.hdf5``, optional ``vocab.txt``).
+The same works for any URL (:func:`fetch_url`) or local archive (:func:`fetch_archive`; ``.zip``,
+``.tar.gz``, ``.tgz``) holding an options JSON and a bilm-tf HDF5 file (the NLPL repository's layout:
+``options.json``, ``model.hdf5``, optional ``vocab.txt``). Which of them a name is, is decided once, by
+:func:`pyelmo.modelio.resolve.resolve_model` (its record's ``fetch``); nothing here interprets a name.
 
 Environment: ``PYELMO_HOME`` (cache root; default ``$XDG_CACHE_HOME/pyelmo`` or
 ``~/.cache/pyelmo``), ``PYELMO_OFFLINE=1`` (never touch the network), ``PYELMO_MIRROR``
@@ -186,18 +187,6 @@ def _local_archive_folder(path: Path) -> str:
     return f"archive-{path.name[:60]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
-def resolve(source: str, root: PathLike | None = None, progress: bool = True) -> ModelFiles:
-    """A registered name, a URL (file or archive) or a local archive -> verified local files."""
-    if source in RELEASES:
-        return fetch_release(RELEASES[source], root, progress)
-    if is_url(source):
-        return fetch_url(source, root, progress)
-    if is_archive(source) and Path(source).is_file():
-        return unpack_archive(Path(source), models_dir(root) / _local_archive_folder(Path(source)))
-    raise WeightFileError(f"unknown model {source!r}: not a directory, a URL, an archive, or one of "
-                          f"{', '.join([*SHIPPED, *RELEASES])}")
-
-
 def fetch_release(release: Release, root: PathLike | None = None, progress: bool = True) -> ModelFiles:
     directory = models_dir(root) / release.name
     check_offline({directory / name: url for name, url in release.urls().items()}, release.name)
@@ -207,6 +196,12 @@ def fetch_release(release: Release, root: PathLike | None = None, progress: bool
     model = ModelFiles(files[OPTIONS_NAME], files[WEIGHTS_NAME])
     check_structure(model, [directory / OPTIONS_NAME, directory / WEIGHTS_NAME])
     return model
+
+
+def fetch_archive(archive: PathLike, root: PathLike | None = None) -> ModelFiles:
+    """A local archive (``.zip``, ``.tar.gz``, ``.tgz``, ``.tar``), unpacked once into the cache and verified."""
+    archive = Path(archive)
+    return unpack_archive(archive, models_dir(root) / _local_archive_folder(archive))
 
 
 def fetch_url(url: str, root: PathLike | None = None, progress: bool = True) -> ModelFiles:
@@ -245,11 +240,6 @@ def cached(name: str, root: PathLike | None = None) -> bool:
     return all((directory / f).is_file() for f in (OPTIONS_NAME, WEIGHTS_NAME))
 
 
-def download(source: str, directory: PathLike | None = None, progress: bool = True) -> ModelFiles:
-    """Fetch a named model, URL or archive into the cache (or ``directory``) and verify it."""
-    return resolve(source, directory, progress)
-
-
 def listing(root: PathLike | None = None) -> list[dict]:
     """One row per model: the shipped ones present in this installation, then the released ones (name,
     approximate size, dims, source, cached)."""
@@ -278,5 +268,5 @@ def _shipped_config(folder: Path) -> ElmoConfig | None:
         return None
 
 
-__all__ = ["Release", "RELEASES", "Shipped", "SHIPPED", "default_model", "shipped_folder", "register", "resolve",
-           "download", "listing", "cache_root"]
+__all__ = ["Release", "RELEASES", "Shipped", "SHIPPED", "default_model", "shipped_folder", "register", "fetch_release",
+           "fetch_url", "fetch_archive", "listing", "cache_root"]

@@ -4,8 +4,9 @@
 ``chinese``: :data:`pyelmo.modelio.hub.SHIPPED`), a released name (``small``, ``original``, ...), a URL,
 an archive, an NLPL folder (options JSON + HDF5), a bilm-tf options + weights pair, a folder converted
 from ELMoForManyLangs, a training run folder or its ``model/``, or a folder ``pyelmo export`` wrote.
+Without a model it is the shipped model of the text's language (``lang``: :func:`pyelmo.modelio.hub.default_model`).
 It reads only small files (``config.json``, names of tensors); downloads and weights wait until
-they are needed (``files``, ``load_bilm``, ``fingerprint``).
+they are needed (``files``/``fetch``, ``load_bilm``, ``load_with_softmax``, ``fingerprint``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import torch
+
 from pyelmo.errors import WeightFileError
+from pyelmo.fileio import PathLike
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modelio import hub
-from pyelmo.modelio.archives import SOFTMAX_NAME, ModelFiles, find_model_files
+from pyelmo.modelio.archives import SOFTMAX_NAME, ModelFiles, find_model_files, read_softmax_hdf5
 from pyelmo.modelio.weights import CONFIG_NAME, WEIGHTS_NAME
 
 #: What a model can be (``ResolvedModel.kind``); the remote ones are fetched into the cache on first use.
@@ -47,8 +51,27 @@ class ResolvedModel:
     @cached_property
     def files(self) -> ModelFiles | None:
         """A bilm-tf-format model's options and weight files (a released name, URL or archive: fetched into
-        the cache and verified on first use); None for the native formats (see ``folder``)."""
-        return hub.resolve(self.name) if self.kind in REMOTE_KINDS else self.local_files
+        the cache and verified on first use, :meth:`fetch`); None for the native formats (see ``folder``)."""
+        return self.fetch() if self.kind in REMOTE_KINDS else self.local_files
+
+    def fetch(self, root: PathLike | None = None, progress: bool = True) -> ModelFiles:
+        """A released name, URL or archive fetched (or unpacked) into the cache under ``root`` (default
+        :func:`pyelmo.modelio.hub.cache_root`) and verified: its local files. Another model is refused: it is
+        on this machine already."""
+        if self.kind == "released":
+            return hub.fetch_release(hub.RELEASES[self.name], root, progress)
+        if self.kind == "url":
+            return hub.fetch_url(self.name, root, progress)
+        if self.kind == "archive":
+            return hub.fetch_archive(self.name, root)
+        where = "in the package" if self.kind == "shipped" else "on this machine"
+        raise WeightFileError(f"{self.describe()} is {where} already: there is nothing to download (a released "
+                              f"model by name, {', '.join(hub.RELEASES)}, a URL or an archive is)")
+
+    @property
+    def vocab_file(self) -> Path | None:
+        """The vocabulary of its LM head (``has_softmax``): ``vocab.txt`` in its folder."""
+        return self.folder / "vocab.txt" if self.folder is not None else None
 
     def load_bilm(self) -> BiLM:
         """The biLM in evaluation mode (``BiLM.from_pretrained(model)``)."""
@@ -60,6 +83,18 @@ class ResolvedModel:
         if self.format == "elmoformanylangs":
             return elmoformanylangs.load_converted(self.folder)
         return from_pretrained(self.folder)
+
+    def load_with_softmax(self, bilm: BiLM | None = None,
+                          dropout: float = 0.0) -> tuple[BiLM, torch.Tensor, torch.Tensor]:
+        """The biLM and its LM head's softmax (weight ``(vocab, P)``, bias ``(vocab,)``, float32) of a model with
+        one (``has_softmax``). ``bilm``: the biLM already loaded from this model (then only the softmax is read);
+        ``dropout``: that of a biLM loaded here to be trained on (the native formats). Its vocabulary is
+        ``vocab_file``."""
+        if not self.has_softmax:
+            raise WeightFileError(f"{self.describe()} has no softmax and vocabulary")
+        if self.format == "bilm-tf":  # exported: options.json, weights.hdf5, softmax.hdf5
+            return (bilm or self.load_bilm(), *read_softmax_hdf5(self.folder / SOFTMAX_NAME))
+        return _native_with_softmax(self, bilm, dropout)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -73,10 +108,12 @@ class ResolvedModel:
         return f"{self.name} (shipped)" if self.kind == "shipped" else self.name
 
 
-def resolve_model(model: str | os.PathLike | ResolvedModel | None = None, weight_file: str | os.PathLike | None = None) -> ResolvedModel:
+def resolve_model(model: str | os.PathLike | ResolvedModel | None = None, weight_file: str | os.PathLike | None = None,
+                  *, lang: str | None = None) -> ResolvedModel:
     """What ``model`` (and, for the released bilm-tf format, its ``weight_file`` beside an options file
-    ``model``) names; ``None`` is the shipped English model. Anything else is refused in one line
-    naming what works."""
+    ``model``) names; ``None`` is the shipped model of ``lang``, the language of the text (``chinese`` for
+    ``zh``; else, and without ``lang``, ``english``: :func:`pyelmo.modelio.hub.default_model`). Anything else
+    is refused in one line naming what works."""
     if isinstance(model, ResolvedModel):
         return model
     if weight_file is not None:
@@ -84,7 +121,7 @@ def resolve_model(model: str | os.PathLike | ResolvedModel | None = None, weight
             raise WeightFileError("a weight file needs its options file")
         return ResolvedModel(str(model), "bilm-tf", "bilm-tf",
                              local_files=ModelFiles(Path(model), Path(weight_file)))
-    name = "english" if model is None else str(model)
+    name = hub.default_model(lang) if model is None else str(model)
     if name in hub.SHIPPED:
         shipped = hub.SHIPPED[name]
         return _native(name, "shipped", hub.shipped_folder(name), shipped.language)
@@ -114,10 +151,27 @@ def _remote(name: str) -> ResolvedModel:
                           f"{', '.join([*(s.name for s in hub.SHIPPED.values() if s.present), *hub.RELEASES])}")
 
 
+def file_kind(path: Path) -> str | None:
+    """What a local file given as a model is: ``archive`` (a released-format model packed), ``options`` (a
+    bilm-tf options JSON, one that names its ``lstm``), ``weights`` (a bilm-tf HDF5 weight file), or None."""
+    suffix = path.suffix.lower()
+    if hub.is_archive(str(path)):
+        return "archive"
+    if suffix in (".hdf5", ".h5"):
+        return "weights"
+    if suffix != ".json":
+        return None
+    try:
+        return "options" if '"lstm"' in path.read_text(encoding="utf-8", errors="replace")[:100_000] else None
+    except OSError:
+        return None
+
+
 def _file(name: str, path: Path) -> ResolvedModel:
-    if hub.is_archive(name):
+    kind = file_kind(path)
+    if kind == "archive":
         return ResolvedModel(name, "archive", "bilm-tf")
-    if path.suffix.lower() == ".json":
+    if kind == "options":
         raise WeightFileError(f"{path} is a file, an options file: give its HDF5 weight file with it "
                               "(--options-file with --weight-file; pyelmo train: --init-weight-file)")
     raise WeightFileError(f"{path} is a file; give a model directory, or the options file together with its "
@@ -178,6 +232,28 @@ def _has_native_softmax(path: Path) -> bool:
         return (path / CONFIG_NAME).is_file()
 
 
+def _native_with_softmax(source: ResolvedModel, bilm: BiLM | None,
+                         dropout: float) -> tuple[BiLM, torch.Tensor, torch.Tensor]:
+    """A native folder's biLM (``bilm`` when given, else read with ``dropout``) and its softmax."""
+    from safetensors import safe_open
+
+    from pyelmo.modelio import elmoformanylangs
+    from pyelmo.modelio.weights import config_from_options, load_native_state, load_native_tensors, read_native_config
+
+    folder = source.folder
+    if bilm is not None:  # the softmax alone
+        with safe_open(str(folder / WEIGHTS_NAME), framework="pt") as f:
+            return bilm, f.get_tensor("softmax.weight").float(), f.get_tensor("softmax.bias").float()
+    native = read_native_config(folder)
+    tensors = load_native_tensors(folder)
+    if source.format == "elmoformanylangs":  # continued from an ELMoForManyLangs model: their token encoder
+        bilm = elmoformanylangs.load_converted(folder, dropout, native, tensors)
+    else:
+        bilm = BiLM(config_from_options(native["options"], folder / CONFIG_NAME), dropout=dropout)
+        load_native_state(bilm, tensors, folder)
+    return bilm, tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
+
+
 def _run_model_dir(path: Path) -> Path:
     """A ``pyelmo train`` run folder's ``model/``; a run stopped before writing it is refused, naming what works."""
     model = path / "model"
@@ -202,4 +278,4 @@ def _refuse_task_model(path: Path, config: dict) -> None:
                           f"evaluate' or 'pyelmo task predict'; for its biLM use {flag}")
 
 
-__all__ = ["KINDS", "REMOTE_KINDS", "ResolvedModel", "load", "resolve_model"]
+__all__ = ["KINDS", "REMOTE_KINDS", "ResolvedModel", "file_kind", "load", "resolve_model"]

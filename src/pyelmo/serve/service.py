@@ -39,17 +39,16 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
                   max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, limits: Limits | None = None,
                   cache_dir: str | os.PathLike | None = None, lang: str = "auto",
                   precision: str | None = None, int8_min_weight: int | None = None) -> Service:
-    """Load the model (default: the shipped model of ``lang``, :func:`pyelmo.modelio.hub.default_model`), its
-    LM head when it has one, and the corpus vectors. One biLM serves both: the LM head runs on the
-    embedder's model with its run options (``precision``, ``int8_min_weight``; default exact float32).
+    """Load the model (default: the shipped model of ``lang``, as :func:`pyelmo.modelio.resolve.resolve_model`
+    picks it), its LM head when it has one, and the corpus vectors. One biLM serves both: the LM head runs on
+    the embedder's model with its run options (``precision``, ``int8_min_weight``; default exact float32).
     ``lang``: the language raw-text sentences are tokenized as (``auto``: from their script)."""
     from pyelmo.embedding.embedder import ElmoEmbedder
-    from pyelmo.modelio.hub import default_model
     from pyelmo.modelio.resolve import resolve_model
     from pyelmo.text.tokenize import check_lang
 
     check_lang(lang)
-    source = resolve_model(default_model(lang) if model is None and weight_file is None else model, weight_file)
+    source = resolve_model(model, weight_file, lang=lang)
     embedder = ElmoEmbedder(source, precision=precision, int8_min_weight=int8_min_weight)
     fingerprint = embedder.fingerprint
     predictor = _load_predictor(source, embedder)

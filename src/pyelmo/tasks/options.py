@@ -89,10 +89,21 @@ class BiLMSource:
     model: str | None = None
     weight_file: str | None = None
 
+    def resolved(self):
+        """Its :class:`~pyelmo.modelio.resolve.ResolvedModel` (what the resolver makes of it)."""
+        from pyelmo.modelio.resolve import resolve_model
+
+        return resolve_model(self.model, self.weight_file)
+
     def absolute(self) -> "BiLMSource":
-        def resolve(p):  # a local path made absolute; a name (english, chinese, original) or URL as it is
-            return None if p is None else str(Path(p).resolve()) if Path(p).exists() else p
-        return BiLMSource(resolve(self.model), resolve(self.weight_file))
+        """As ``config.json`` records it: a model the resolver reads from a local path (a folder, an archive,
+        options + weight files) with its paths made absolute; a name (english, chinese, original) or URL as it is."""
+        if self.model is None or self.resolved().kind in ("shipped", "released", "url"):
+            return self
+
+        def absolute(p):
+            return None if p is None else str(Path(p).resolve())
+        return BiLMSource(absolute(self.model), absolute(self.weight_file))
 
     def describe(self) -> str:
         if self.model is None:
@@ -103,10 +114,9 @@ class BiLMSource:
         """The sentence length the biLM was trained with, as its native folder records it (else 100,
         as ``pyelmo perplexity`` assumes): the longest piece the sentence context gives it."""
         from pyelmo.errors import PyelmoError
-        from pyelmo.modelio.resolve import resolve_model
 
         try:
-            return resolve_model(self.model, self.weight_file).max_length
+            return self.resolved().max_length
         except PyelmoError:
             return 100  # loading names the problem
 

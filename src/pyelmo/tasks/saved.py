@@ -132,28 +132,39 @@ def _read_config(d: Path) -> tuple[dict, ModelConfig]:
     return saved, config
 
 
-def _bilm_kind(d: Path, native_format: Any) -> tuple[str, str] | None:
-    """``(what d is, the flags that name it as a biLM)`` when ``d`` is a biLM in one of its forms."""
-    from pyelmo.modelio.hub import RELEASES
+#: What each kind of biLM the resolver names (:data:`pyelmo.modelio.resolve.KINDS`) is called when it is
+#: given where a task model is expected (``native`` and ``elmoformanylangs``: a complete pyelmo folder only).
+_BILM_FORMS = {
+    "shipped": "the name of a biLM", "released": "the name of a biLM",
+    "run": "a biLM training run ('pyelmo train')",
+    "native": "a biLM model (made by 'pyelmo train' or 'convert', or shipped)",
+    "elmoformanylangs": "a biLM model (made by 'pyelmo train' or 'convert', or shipped)",
+    "exported": "a biLM exported by 'pyelmo export'",
+    "nlpl": "a biLM in the released bilm-tf format (options JSON + HDF5 weights)",
+}
 
-    if not d.exists():
-        name = str(d)
-        return ("the name of a biLM", f"--model {name}") if name == "english" or name in RELEASES else None
+
+def _bilm_kind(d: Path, native_format: Any) -> tuple[str, str] | None:
+    """``(what d is, the flags that name it as a biLM)`` when ``d`` is a biLM in one of its forms, as
+    :func:`pyelmo.modelio.resolve.resolve_model` (and, for a file, ``file_kind``) tells them apart."""
+    from pyelmo.errors import PyelmoError
+    from pyelmo.modelio.resolve import file_kind, resolve_model
+
     if d.is_file():
-        if d.suffix in (".hdf5", ".h5"):
+        kind = file_kind(d)
+        if kind == "weights":
             return "a biLM weight file (released bilm-tf format)", f"--options-file OPTIONS --weight-file {d}"
-        if d.suffix == ".json" and '"lstm"' in d.read_text(encoding="utf-8", errors="replace")[:100_000]:
+        if kind == "options":
             return "a biLM options file (released bilm-tf format)", f"--options-file {d} --weight-file WEIGHTS"
         return None
-    if (d / "run.json").is_file() and not (d / CONFIG_NAME).is_file():
-        return "a biLM training run ('pyelmo train')", f"--model {d}"
-    if native_format == "pyelmo":
-        return "a biLM model (made by 'pyelmo train' or 'convert', or shipped)", f"--model {d}"
-    if (d / "softmax.hdf5").is_file() and (d / "options.json").is_file():
-        return "a biLM exported by 'pyelmo export'", f"--model {d}"
-    if not (d / CONFIG_NAME).exists() and any(d.glob("*.hdf5")):
-        return "a biLM in the released bilm-tf format (options JSON + HDF5 weights)", f"--model {d}"
-    return None
+    try:
+        record = resolve_model(str(d))
+    except PyelmoError:  # not a biLM either
+        return None
+    if record.kind in ("native", "elmoformanylangs") and native_format != "pyelmo":
+        return None  # a folder without a complete config.json and model.safetensors
+    what = _BILM_FORMS.get(record.kind)
+    return None if what is None else (what, f"--model {d}")
 
 
 def _not_a_task_model(d: Path, native_format: Any = None) -> InputError:

@@ -91,7 +91,7 @@ def load_start(model: str | None, weight_file: str | None, run_vocab: Callable[[
         vocab = lm.vocab
         check_shape(stated, lm.bilm.config, f"the model continued from {source.name}", NEW_MODEL)
         if given_vocab is not None and given_vocab.words != vocab.words:
-            raise DataError(f"the vocabulary given differs from {source.name}'s ({source.folder / 'vocab.txt'}: one "
+            raise DataError(f"the vocabulary given differs from {source.name}'s ({source.vocab_file}: one "
                             "softmax row per word): drop --vocab to continue with it, or add --new-softmax to build a "
                             "softmax over the new vocabulary")
         bilm, softmax = lm.bilm, SOFTMAX_CONTINUED
