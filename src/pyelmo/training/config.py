@@ -22,10 +22,9 @@ from pyelmo.text.tokenize import is_language_code
 
 __all__ = ["TrainConfig", "config_from_dict", "load_config", "read_config_file"]
 
-#: ``train.products``: ``torch`` products with one convolution per width, every convolution width in
-#: one product, or that with the token encoder's products through oneDNN (docs/TRAINING.md). The
-#: LSTM runs the one packed time loop in all three.
-PRODUCTS = ("plain", "fused", "onednn")
+#: ``train.products``: ``torch`` products with one convolution per width, or every convolution width in
+#: one product (docs/TRAINING.md). The LSTM runs the one packed time loop in both.
+PRODUCTS = ("plain", "fused")
 
 
 @dataclass
@@ -72,7 +71,7 @@ class TrainSection:
     max_minutes: float = 0.0  # 0: no time limit (stops between steps, then saves)
     dropout: float = 0.1  # on each LSTM layer's input and on the top layer's output
     bf16: bool = False  # bfloat16 autocast
-    products: str = "fused"  # plain | fused | onednn: how the training step multiplies (docs/TRAINING.md)
+    products: str = "fused"  # plain | fused: how the training step multiplies (docs/TRAINING.md)
     log_every: int = 10
     eval_every: int = 500  # steps between validation perplexities; 0: only at the end
     checkpoint_every: int = 500  # 0: only at the end

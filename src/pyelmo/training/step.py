@@ -8,7 +8,6 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from pyelmo.errors import ConfigError
 from pyelmo.modeling.encoder import ConvMax, FusedConvMax
 from pyelmo.runtime.planning import swap_modules
 from pyelmo.training.config import OptimSection
@@ -25,9 +24,6 @@ def make_optimizer(params: Iterable[torch.nn.Parameter], o: OptimSection) -> tor
 def use_products(bilm: torch.nn.Module, products: str) -> None:
     """``train.products`` in ``bilm``, before it trains: ``"plain"`` (one convolution per width, the model as
     built) or ``"fused"`` (every convolution width in one product: :class:`FusedConvMax` swapped in)."""
-    if products == "onednn":
-        raise ConfigError("train.products = \"onednn\" was removed (slower than \"fused\", benchmarks/RESULTS.md): "
-                          "use \"fused\"")
     if products == "fused":
         swap_modules(bilm, {ConvMax: lambda name, child: FusedConvMax()})
 
