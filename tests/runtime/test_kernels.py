@@ -18,7 +18,7 @@ from pyelmo.errors import ConfigError
 from pyelmo.modelio.weights import load_bilm_hdf5
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.runtime.options import RunOptions
-from pyelmo.runtime.plan import KERNEL_RULES, KERNELS, ExecutionPlan, onednn_available
+from pyelmo.runtime.plan import KERNEL_RULES, KERNELS, STEP_BATCHED_ROWS, ExecutionPlan, onednn_available
 from pyelmo.runtime.linear import PLANNED, ExactLinear, PlannedPair
 from pyelmo.runtime.planning import plan_model
 from pyelmo.runtime.products import Products
@@ -82,6 +82,7 @@ def test_default_plan_runs_the_fixed_rule(reference):
     for (rows, shape), kernel in decisions.items():
         assert kernel == options.plan.kernel(rows, shape), (rows, shape)
     assert set(decisions.values()) == {"onednn" if onednn_available() else "mm"}  # one kernel family
+    # (a time step's products of at most STEP_BATCHED_ROWS rows run batched, beside the products' kernels)
 
 
 def test_embed_file_records_the_plan_and_the_kernels_used(allennlp_reference, tiny_model, tmp_path):
@@ -120,7 +121,7 @@ def test_the_printed_plan_is_the_plan_used(allennlp_reference, tmp_path, capsys,
     for (rows, shape), kernel in used.items():
         label = f"<={rows}" if rows < 256 else ">64"
         assert kernel in table[(label, shape)], (rows, shape)
-    batches = kernels is None and not onednn_available()  # the fixed rule on torch.mm batches the step products
+    batches = kernels is None  # the fixed rule batches a time step's small products
     assert any("bmm" in row["kernel"] for row in printed["products"]) == batches
 
 
@@ -129,10 +130,13 @@ def test_fixed_rule_and_bad_plans():
     small, large = torch.zeros(1, 24), torch.zeros(4096, 128)
     family = "onednn" if onednn_available() else "mm"  # one kernel for every product, however small
     assert products.kernel(small, torch.zeros(40, 24)) == products.kernel(large, torch.zeros(4096, 128)) == family
-    assert ExecutionPlan().batches == (family == "mm") and not ExecutionPlan(kernels="mm").batches
+    # a time step's products batched: up to STEP_BATCHED_ROWS rows beside oneDNN, by work beside torch.mm;
+    # never under a forced kernel
+    assert ExecutionPlan(onednn=True).batched_rows((16384, 512)) == STEP_BATCHED_ROWS
+    assert ExecutionPlan(kernels="mm").batched_rows((128, 1024)) == 0
     without = ExecutionPlan(onednn=False)
     assert without.kernel(4096, (4096, 128)) == "mm" and Products(without).kernel(large, torch.zeros(4096, 128)) == "mm"
-    assert without.batches
+    assert without.batched_rows((4096, 128)) == 8 and without.batched_rows((16384, 512)) == 0
     for bad, match in [({"kernels": "fastest"}, "kernels"), ({"kernels": "autotune"}, "kernels"),
                        ({"kernels": "mm_t"}, "kernels"), ({"level_order": "autotune"}, "level_order"), ({"precision": "float16"}, "precision"),
                        ({"level_order": "sideways"}, "level_order"), ({"kernels": "onednn", "onednn": False}, "oneDNN")]:
@@ -140,11 +144,14 @@ def test_fixed_rule_and_bad_plans():
             ExecutionPlan(**bad)
 
 
-@pytest.mark.parametrize("rule", ["fixed", "mm"])
+@pytest.mark.parametrize("rule", ["fixed", "mm", "fixed-onednn"])
 def test_small_step_products_of_both_directions_run_batched(reference, rule, monkeypatch):
-    """Under the fixed rule on torch.mm (a build without oneDNN), each time step's small products of the two
-    directions run as one batched product on stacked weights (batch 1 here); a forced kernel runs them one
-    by one. Both give the reference outputs, sentence by sentence and as a batch."""
+    """Under the fixed rule (on torch.mm, a build without oneDNN; or beside oneDNN, up to STEP_BATCHED_ROWS rows),
+    each time step's small products of the two directions run as one batched product on stacked weights
+    (batch 1 here); a forced kernel runs them one by one. All give the reference outputs, sentence by sentence
+    and as a batch."""
+    if rule == "fixed-onednn" and not onednn_available():
+        pytest.skip("this PyTorch build has no oneDNN")
     stacked = []
     real = PlannedPair.__init__
 
@@ -154,7 +161,8 @@ def test_small_step_products_of_both_directions_run_batched(reference, rule, mon
             stacked.append(len(linears))
 
     monkeypatch.setattr(PlannedPair, "__init__", recording)
-    options = RunOptions.inference(ExecutionPlan(kernels=rule, level_order="together", onednn=False))
+    plan = ExecutionPlan(kernels=rule.split("-")[0], level_order="together", onednn=rule == "fixed-onednn")
+    options = RunOptions.inference(plan)
     model = plan_model(load_bilm_hdf5(reference.options, reference.weights), options)
     batch = reference.batch(0)
     with torch.no_grad():
@@ -163,7 +171,7 @@ def test_small_step_products_of_both_directions_run_batched(reference, rule, mon
     for k, sentence in enumerate(batch):
         np.testing.assert_allclose(alone[k][: len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
         np.testing.assert_allclose(together[k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
-    assert (set(stacked) == {2}) if rule == "fixed" else not stacked
+    assert (set(stacked) == {2}) if rule != "mm" else not stacked
     if rule == "fixed":  # big products run one by one
         products = options.products
         assert ExactLinear(torch.zeros(4096, 64), None, products).batched_rows() < 1024

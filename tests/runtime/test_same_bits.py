@@ -1,6 +1,7 @@
 """The default plan's promise, checked as a user meets it: the same input gives the same bytes in every fresh
-process of `pyelmo embed`, at 1 thread and at 2 threads (each compared with itself), with the second core busy, and with the weights read from a
-file whose tensors start at another alignment (as an archive and a local copy of the same model may).
+process of `pyelmo embed`, at PyTorch's default thread count (no `--threads`), at 1 thread and at 2 threads (each
+compared with itself), with the second core busy, and with the weights read from a file whose tensors start at
+another alignment (as an archive and a local copy of the same model may).
 
 Within one process the same calls repeat exactly on any plan; what differs between processes (the threads'
 placement and load, where the weights landed in memory) is what these runs vary."""
@@ -60,14 +61,15 @@ def realigned(folder: Path, out: Path) -> Path:
     raise AssertionError("could not move the tensors' alignment")
 
 
-def embed(model_args: list[str], text: Path, out: Path, threads: int, env: dict | None = None) -> str:
-    """One fresh `pyelmo embed --all` process; the SHA-1 of its vectors."""
+def embed(model_args: list[str], text: Path, out: Path, threads: int | None, env: dict | None = None) -> str:
+    """One fresh `pyelmo embed --all` process (``threads`` None: without `--threads`); the SHA-1 of its vectors."""
+    thread_args = [] if threads is None else ["--threads", str(threads)]
     subprocess.run([sys.executable, "-m", "pyelmo", "embed", str(text), str(out), "--all", "--no-progress",
-                    "--overwrite", "--threads", str(threads), *model_args], check=True, stdout=subprocess.DEVNULL,
+                    "--overwrite", *thread_args, *model_args], check=True, stdout=subprocess.DEVNULL,
                    env={**os.environ, **(env or {})})
     digest = hashlib.sha1()
     with h5py.File(out, "r") as f:
-        assert f"threads={threads}" in f.attrs["execution_plan"]
+        assert threads is None or f"threads={threads}" in f.attrs["execution_plan"]
         for key in sorted((k for k in f if k != "sentence_to_index"), key=int):
             digest.update(f[key][...].tobytes())
     return digest.hexdigest()
@@ -92,6 +94,9 @@ def test_fresh_processes_threads_load_and_alignment_give_the_same_bytes(name, tm
     args, lang = MODELS[name]
     text = sentences(tmp_path / "s.txt", lang)
     runs = {f"threads={t} run {i}": embed(args, text, tmp_path / f"t{t}-{i}.h5", t) for t in (1, 2) for i in (1, 2)}
+    # without --threads: MKL's dynamic threading is what gave other bits in other processes here before
+    default = {f"default threads run {i}": embed(args, text, tmp_path / f"d-{i}.h5", None) for i in range(4)}
+    assert len(set(default.values())) == 1, default
     spinner = busy_core()
     try:
         runs["threads=2, the other core busy"] = embed(args, text, tmp_path / "busy.h5", 2)
@@ -107,29 +112,41 @@ def test_fresh_processes_threads_load_and_alignment_give_the_same_bytes(name, tm
         assert len({v for k, v in runs.items() if k.startswith(f"threads={threads}")}) == 1, runs
 
 
-def mkl_products(text: Path, out: Path, *flags: str) -> list[tuple[str, int, int]]:
-    """The float32 matrix products MKL ran in a fresh `pyelmo embed` of the shipped model (``MKL_VERBOSE``):
-    ``(form, weight pointer, rows)`` each."""
+def mkl_products(text: Path, out: Path, *flags: str) -> list[dict]:
+    """The float32 matrix products MKL ran in a fresh `pyelmo embed` of the shipped model (``MKL_VERBOSE``): each
+    one's form, ``m`` (outputs), ``n`` (rows), ``k`` (inputs) and whether MKL's dynamic threading was on."""
     run = subprocess.run([sys.executable, "-m", "pyelmo", "embed", str(text), str(out), "--no-progress",
-                          "--overwrite", "--threads", "2", *flags], capture_output=True, text=True, check=True,
+                          "--overwrite", *flags], capture_output=True, text=True, check=True,
                          env={**os.environ, "MKL_VERBOSE": "1"})
     calls = []
     for line in (run.stdout + run.stderr).splitlines():
-        match = re.search(r"SGEMM\(([^)]*)\)", line)
+        match = re.search(r"SGEMM\(([^)]*)\).* Dyn:(\d)", line)
         if match:
             a = match.group(1).split(",")
-            calls.append((f"{a[0]},{a[1]}", int(a[6], 16), int(a[3])))
+            calls.append({"form": f"{a[0]},{a[1]}", "m": int(a[2]), "n": int(a[3]), "k": int(a[4]),
+                          "dynamic": match.group(2) == "1"})
     return calls
 
 
 @pytest.mark.skipif(not (torch.backends.mkl.is_available() and onednn_available()),
                     reason="this PyTorch build lacks MKL or oneDNN")
-def test_the_default_plan_runs_every_product_through_one_library(tmp_path):
-    """The fixed rule's one kernel family: where oneDNN runs, every float32 product of the default plan does,
-    one-row products included; none goes to MKL (a mix of the two gave other bits in other processes)."""
+def test_the_default_plan_runs_mkl_only_for_small_step_products_with_fixed_threads(tmp_path):
+    """The fixed rule: every float32 product runs through oneDNN but a time step's products of at most
+    ``STEP_BATCHED_ROWS`` rows per direction (batched over both directions: ``torch.bmm``, MKL), and MKL runs
+    those with its thread count fixed (its dynamic threading, on until ``torch.set_num_threads`` is called, gave
+    other bits in other processes). Checked without `--threads` (PyTorch's default), where that was the case."""
+    from pyelmo.modelio.resolve import resolve_model
+    from pyelmo.runtime.plan import STEP_BATCHED_ROWS
+
+    lstm = resolve_model("english").load_bilm().config.lstm
+    step = {(4 * lstm.dim, lstm.projection_dim), (lstm.projection_dim, lstm.dim)}  # state gates, projection
     text = sentences(tmp_path / "s.txt", "en")
-    forced = mkl_products(text, tmp_path / "mm.h5", "--kernels", "mm")
-    if not forced:
+    calls = mkl_products(text, tmp_path / "b1.h5", "--batch-size", "1")
+    if not calls:
         pytest.skip("MKL printed no products (MKL_VERBOSE not honoured by this build)")
-    assert 1 in {rows for _, _, rows in forced}  # MKL reports the one-row products when it runs them
-    assert mkl_products(text, tmp_path / "o.h5") == []
+    calls += mkl_products(text, tmp_path / "b8.h5", "--batch-size", "8")
+    assert not any(call["dynamic"] for call in calls)
+    assert {(call["m"], call["k"]) for call in calls} <= step
+    assert max(call["n"] for call in calls) <= STEP_BATCHED_ROWS
+    forced = mkl_products(text, tmp_path / "o.h5", "--batch-size", "1", "--kernels", "onednn")
+    assert forced == []

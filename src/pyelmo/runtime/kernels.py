@@ -85,6 +85,14 @@ def int8_linear(x: torch.Tensor, packed: object, reduce_range: bool, bias: torch
     return torch.mul(y, scale, out=target) if bias is None else torch.addcmul(bias, y, scale, out=target)
 
 
+def fix_blas_threads() -> None:
+    """Fix the thread count of the BLAS library behind ``torch.mm`` and ``bmm`` (MKL) at PyTorch's: until
+    ``torch.set_num_threads`` is called, MKL's dynamic threading picks a count per call at run time, and a
+    one-row product's sums then differ from process to process (seen on Intel Xeons). Setting the count
+    PyTorch already has turns that off and changes nothing else."""
+    torch.set_num_threads(torch.get_num_threads())
+
+
 class Kernel:
     """``x @ W^T`` in one precision (``dtype``: ``None`` exact float32, or ``torch.bfloat16``)."""
 

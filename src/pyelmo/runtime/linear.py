@@ -16,12 +16,6 @@ from torch import nn
 from pyelmo.runtime.kernels import quantize_int8
 from pyelmo.runtime.products import Products
 
-#: Same-shaped step products of at most this many multiply-adds each (the two directions of a
-#: level at one time step) run as one batched product on their weights stacked where the plan batches
-#: (:attr:`~pyelmo.runtime.plan.ExecutionPlan.batches`): per-call overhead, not arithmetic, dominates them.
-#: Larger ones run one by one.
-BATCHED_MAX_WORK = 2**22
-
 #: The alignment in bytes of the weights the kernels read (PyTorch's CPU allocator's): the libraries' code
 #: paths, and so the bits, may depend on it (a safetensors file's tensors start at any multiple of 8 bytes).
 WEIGHT_ALIGNMENT = 64
@@ -151,8 +145,7 @@ class ExactLinear(PlannedLinear):
         self.register_buffer("weight", owned(weight), persistent)
 
     def batched_rows(self) -> int:
-        batches = self.products.plan.batches and self.weight.dtype == torch.float32
-        return BATCHED_MAX_WORK // self.weight.numel() if batches else 0
+        return self.products.plan.batched_rows(self.shape) if self.weight.dtype == torch.float32 else 0
 
 
 @planned("bfloat16")

@@ -27,6 +27,12 @@ from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS
 INT8_MIN_WEIGHT = 2**18
 #: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
 ROW_CLASSES = (1, 8, 64, 256)
+#: Under the fixed rule with oneDNN, a time step's products of at most this many rows per direction (batch 1,
+#: the last sentences of a batch) run as one batched ``torch`` product over both directions' weights: a
+#: oneDNN call's fixed cost dominates such products.
+STEP_BATCHED_ROWS = 2
+#: Without oneDNN, a time step's products of at most this many multiply-adds per direction run batched.
+BATCHED_MAX_WORK = 2**22
 
 
 def onednn_available() -> bool:
@@ -70,9 +76,9 @@ def row_class(rows: int) -> int:
 
 
 def fixed_kernel(onednn: bool) -> str:
-    """The fixed rule: one kernel family for every exact product, whatever its rows and weight (a mix of
-    libraries is what gave other bits in other processes on an Intel Xeon with AMX): oneDNN on prepacked
-    weights where this PyTorch has it, else ``torch.mm``."""
+    """The fixed rule's kernel of an exact product, whatever its rows and weight: oneDNN on prepacked weights
+    where this PyTorch has it, else ``torch.mm`` (a time step's smallest products excepted:
+    :meth:`ExecutionPlan.batched_rows`)."""
     return "onednn" if onednn else "mm"
 
 
@@ -146,11 +152,18 @@ class ExecutionPlan:
             return self.kernels
         return fixed_kernel(self.onednn)
 
-    @property
-    def batches(self) -> bool:
-        """Whether a time step's small products of a level's two directions run as one batched product
-        (``bmm``): under the fixed rule where its kernel is ``torch.mm``, whose library runs ``bmm`` too."""
-        return self.kernels == "fixed" and fixed_kernel(self.onednn) == "mm"
+    def batched_rows(self, weight_shape: tuple[int, int]) -> int:
+        """Up to how many rows a time step's product of a level's two directions runs as one batched ``torch``
+        product (``bmm`` on both directions' weights; 0: never): under the fixed rule, up to
+        :data:`STEP_BATCHED_ROWS` rows where the rule's kernel is oneDNN, else up to :data:`BATCHED_MAX_WORK`
+        multiply-adds per direction. A forced kernel runs every product itself, and so does a quantizing
+        precision (int8 rounds its inputs: a product's last bits, which depend on its kernel, would then move a
+        sentence's vectors with the rows that share its steps)."""
+        if self.kernels != "fixed" or self.spec.quantizes:
+            return 0
+        if fixed_kernel(self.onednn) == "onednn":
+            return STEP_BATCHED_ROWS
+        return BATCHED_MAX_WORK // (weight_shape[0] * weight_shape[1])
 
     def quantized(self, weight_shape: tuple[int, int]) -> bool:
         """Whether the products with a weight of ``weight_shape`` run quantized (int8 mode, large weights)."""

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from pyelmo.runtime.kernels import KERNEL_CLASSES, Kernel
+from pyelmo.runtime.kernels import KERNEL_CLASSES, Kernel, fix_blas_threads
 from pyelmo.runtime.plan import ExecutionPlan, row_class
 from pyelmo.runtime.precision import DEFAULT, int8_engine
 
@@ -40,6 +40,7 @@ class Products:
         self.int8_reduce_range = self.int8 and int8_engine() != "qnnpack"  # the engine's, decided once
         self.decisions: dict[tuple[int, tuple[int, int]], str] = {}
         self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
+        fix_blas_threads()  # the plan's torch products: the same sums in every process
 
     def __repr__(self) -> str:
         return f"Products({self.plan})"
