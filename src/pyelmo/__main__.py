@@ -1,5 +1,3 @@
-import sys
+from pyelmo.cli import run
 
-from pyelmo.cli import main
-
-sys.exit(main())
+run()

@@ -1,4 +1,5 @@
-"""SIGKILL during `pyelmo train` and `pyelmo embed`: nothing is lost, nothing half-written is left.
+"""SIGKILL during `pyelmo train` and `pyelmo embed`: nothing is lost, nothing half-written is left;
+SIGINT (Ctrl-C) at any moment of `pyelmo task train`: "interrupted", exit 130, the model folder whole or absent.
 
 Training: a tiny run is killed at seeded points (a delay after start, or when metrics.jsonl reaches a
 chosen step); the checkpoint left must load with ``weights_only=True``; ``--resume`` (or, killed before
@@ -14,6 +15,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +27,7 @@ import torch
 from pyelmo.cli import main
 from pyelmo.training.trainer import train
 from pyelmo.modelio.weights import load_native_tensors
+from taskdata import BILM_ARGS, write_task_data
 from tinyconfig import tiny_train_config
 
 CONFIG = tiny_train_config(lstm__n_layers=2, data__batch_tokens=120, train__max_steps=8, train__eval_every=4)
@@ -169,3 +172,94 @@ def test_embed_resume_refuses_other_settings_and_missing_run(tmp_path, allennlp_
     assert main([*args, "--resume", "--stateful"]) == 1
     assert main(args) == 0  # without --resume: starts over
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "o.h5"]
+
+
+#: Test-only patches, run in the child (``python -c``) before pyelmo's ``__main__``: a marker line, then a pause
+#: for the signal to land in.
+_PAUSE = "print('{marker}', file=sys.stderr, flush=True); time.sleep(60)"
+_IN_SAVE = f"""
+import safetensors.torch as st
+save = st.save_file
+def slow_save(*args, **kwargs):
+    {_PAUSE.format(marker="SAVING")}
+st.save_file = slow_save
+"""
+_AFTER_SAVE = f"""
+import pyelmo.tasks.train as tt
+write = tt.write_model_dir
+def write_then_pause(*args, **kwargs):
+    write(*args, **kwargs)
+    {_PAUSE.format(marker="WRITTEN")}
+tt.write_model_dir = write_then_pause
+"""
+#: (name, patch or None for a plain ``python -m pyelmo``, the line to wait for, the delay after it, a run that ends
+#: by itself); the training moments and the end of a run: the model being saved, saved, the process exiting
+SIGINT_POINTS = [
+    ("about 1 s after a (best) line", None, "(best)", 1.0, False),
+    ("writing the model folder", _IN_SAVE, "SAVING", 0.0, True),
+    ("model folder in place", _AFTER_SAVE, "WRITTEN", 0.0, True),
+    ("after the saved line (exiting)", None, "saved ", 0.0, True),
+]
+
+
+def _sigint_task_train(data: Path, name: str, patch, wait_for: str, delay: float, ends: bool) -> tuple:
+    """Run ``pyelmo task train classify`` (patched by ``patch``), SIGINT it ``delay`` s after the first line holding
+    ``wait_for``; returns (exit code, output, the --out folder)."""
+    out = data / name.replace(" ", "-").replace("(", "").replace(")", "")
+    args = ["task", "train", "classify", "--train", str(data / "train.tsv"), "--dev", str(data / "dev.tsv"),
+            "--out", str(out), *BILM_ARGS, "--static-vectors", str(data / "vec.txt"), "--hidden", "16",
+            "--batch-size", "8", "--min-steps", "0",
+            *(["--max-epochs", "2"] if ends else  # else a run that goes on: no perfect dev score to stop at
+              ["--max-epochs", "1000", "--patience", "1000", "--lr", "1e-6"])]
+    head = (["-c", f"import runpy, sys, time\n{patch}\nrunpy.run_module('pyelmo', run_name='__main__')"] if patch
+            else ["-m", "pyelmo"])  # patched: the same entry point as python -m pyelmo
+    proc = subprocess.Popen([sys.executable, *head, *args], env={**ENV, "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if wait_for in line:
+                break
+        else:
+            raise AssertionError(f"{name}: no line with {wait_for!r}: {''.join(lines)[-800:]}")
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        lines.append(proc.stdout.read())
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, "".join(lines), out
+
+
+@pytest.mark.slow
+def test_sigint_at_every_moment_of_task_train_is_interrupted_130(tmp_path):
+    """Ctrl-C during training (1 s after a new best), while the model folder is written, once it is in place,
+    and while the process exits: "pyelmo task: interrupted" and 130 every time (Python's own exit used to
+    give SIGINT its default action back: the process died by the signal with no message), and the folder
+    is absent (no temporary left) or complete and loadable."""
+    from pyelmo.tasks.saved import load_task
+
+    write_task_data(tmp_path)
+    results: dict = {}
+    runs = [threading.Thread(target=lambda p=p: results.__setitem__(p[0], _sigint_task_train(tmp_path, *p)))
+            for p in SIGINT_POINTS]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    assert set(results) == {p[0] for p in SIGINT_POINTS}, "a run failed: see the thread's exception above"
+    print("sigint:", {name: r[0] for name, r in results.items()})
+    for name, (code, output, out) in results.items():
+        exiting = name == "after the saved line (exiting)"
+        # exiting, the run may be over before the signal comes: 0, and nothing printed after "saved"
+        assert code == 130 or (exiting and code == 0), (name, code, output[-800:])
+        assert "Traceback" not in output, (name, output[-800:])
+        assert output.rstrip().endswith("pyelmo task: interrupted") == (code == 130), (name, output[-800:])
+        assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], name  # no temporary folder
+        if name in ("model folder in place", "after the saved line (exiting)"):
+            assert load_task(out, progress=False).labels == ["neg", "pos"], name
+        else:
+            assert not out.exists(), name

@@ -7,10 +7,14 @@ Each subcommand lives in ``pyelmo.cli.<name>`` and provides
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
+import signal
 import sys
+import threading
 import warnings
+from typing import NoReturn
 
 # Subcommand modules, in the order --help lists them.
 COMMANDS = ["demo", "embed", "embed_merge", "corpus", "vocab", "train", "perplexity", "export", "predict", "evaluate",
@@ -47,6 +51,74 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one ``pyelmo`` command; its exit code. A Ctrl-C at any point, parsing included, is
+    ``pyelmo CMD: interrupted`` and 130."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:
+        return _interrupted(_command(argv), str(exc))
+
+
+def run() -> NoReturn:
+    """``pyelmo`` as a program (the console script and ``python -m pyelmo``): :func:`main`, then the exit.
+
+    Python's own exit gives SIGINT its default action back before it tears the modules down (a second or
+    more with torch loaded), so a Ctrl-C then killed the process by the signal, with no message. Here the
+    useful steps of that exit (waiting for threads, atexit callbacks, flushing) run with the signal still
+    handled, and the process ends with ``os._exit``: a Ctrl-C until the end is "interrupted" and 130.
+    """
+    argv = sys.argv[1:]
+    code, noted = 1, []
+    try:
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse: --help, --version, a usage error
+            code = _system_exit_code(exc)
+        threading._shutdown()  # as Python's exit: wait for threads still at work (an int8 cache write)
+        # an atexit callback's KeyboardInterrupt would be printed and ignored: note the signal instead
+        signal.signal(signal.SIGINT, lambda *_: noted.append(True))
+        atexit._run_exitfuncs()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if noted:
+            raise KeyboardInterrupt
+        code = _flushed(code)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # reported below: a second Ctrl-C ends the process at once
+        code = code if code == 130 else _interrupted(_command(argv))
+        code = _flushed(code)
+    os._exit(code)
+
+
+def _flushed(code: int) -> int:
+    """``code`` once stdout and stderr are flushed; 1 for 0 if the reader of stdout stopped."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        return code or 1
+    return code
+
+
+def _command(argv: list[str]) -> str:
+    """The command named in ``argv`` (its first word not an option), for messages before it is parsed."""
+    return next((a for a in argv if not a.startswith("-")), "")
+
+
+def _interrupted(command: str, detail: str = "") -> int:
+    print(f"pyelmo{' ' + command if command else ''}: interrupted{': ' + detail if detail else ''}", file=sys.stderr)
+    return 130
+
+
+def _system_exit_code(exc: SystemExit) -> int:
+    """The exit code Python gives ``exc``: None 0, a number itself, anything else printed and 1."""
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _main(argv: list[str]) -> int:
     from pyelmo.errors import PyelmoError
 
     parser = build_parser()
@@ -73,13 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
         print(f"pyelmo {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt as exc:
-        detail = f": {exc}" if str(exc) else ""
-        print(f"pyelmo {args.command}: interrupted{detail}", file=sys.stderr)
-        return 130
     finally:
         warnings.formatwarning = formatwarning
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
