@@ -320,16 +320,17 @@ def export_onnx(model=None, outdir: PathLike = "", *, weight_file: PathLike | No
     outdir = check_output(outdir, overwrite)
     onnx = onnx_modules()[0]
     started = time.perf_counter()
-    resolved = resolve_model(model, weight_file)
-    if resolved.format == "elmoformanylangs":
-        raise InputError(f"{resolved.describe()} cannot be exported to ONNX: it was converted from ELMoForManyLangs "
-                         "and its token encoder (their lexicons) is not pyelmo's character CNN")
-    if resolved.format == "onnx":
-        raise InputError(f"{resolved.describe()} is an ONNX export already")
+    resolved = None if bilm is not None and model is None else resolve_model(model, weight_file)
+    name = resolved.describe() if resolved is not None else "the biLM"
+    if resolved is not None and resolved.format == "elmoformanylangs":
+        raise InputError(f"{name} cannot be exported to ONNX: it was converted from ELMoForManyLangs and its "
+                         "token encoder (their lexicons) is not pyelmo's character CNN")
+    if resolved is not None and resolved.format == "onnx":
+        raise InputError(f"{name} is an ONNX export already")
     bilm = resolved.load_bilm() if bilm is None else bilm
-    check_exportable(bilm, resolved.describe())
+    check_exportable(bilm, name)
     fingerprint = model_fingerprint(bilm)
-    config = export_config(bilm, fingerprint, resolved.describe(), resolved.language)
+    config = export_config(bilm, fingerprint, name, resolved.language if resolved is not None else None)
     with torch.no_grad():
         proto = build_graph(bilm.eval(), __version__, {"fingerprint": fingerprint, "format": ONNX_FORMAT})
     outdir.parent.mkdir(parents=True, exist_ok=True)
