@@ -98,8 +98,9 @@ class OnnxBiLM:
         try:
             self.session = ort.InferenceSession(str(path), settings, providers=["CPUExecutionProvider"])
         except Exception as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise WeightFileError(f"{path} is not a model ONNX Runtime can load ({first[:200]}): export it again "
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            why = why[:237] + "..." if len(why) > 240 else why
+            raise WeightFileError(f"{path} is not a model ONNX Runtime can load ({why}): export it again "
                                   "(pyelmo export --format onnx)") from None
         inputs = [i.name for i in self.session.get_inputs()]
         outputs = [o.name for o in self.session.get_outputs()]
