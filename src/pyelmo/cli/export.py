@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 def _is_onnx_export(config: Path) -> bool:
     import json
 
-    from pyelmo.modelio.onnx_export import ONNX_FORMAT
+    from pyelmo.modelio.onnx_folder import ONNX_FORMAT
 
     try:
         return json.loads(config.read_text(encoding="utf-8")).get("format") == ONNX_FORMAT

@@ -144,29 +144,14 @@ class ElmoEmbedder:
 
     def _init_onnx(self, model, weight_file, stateful: bool, device: str, kernels, plan, precision,
                    int8_min_weight) -> None:
-        """``runtime="onnxruntime"``: the model as an ONNX graph run by ONNX Runtime
-        (:func:`pyelmo.modelio.onnx_runtime.onnx_bilm`: an export folder, or the model exported once into the cache)."""
-        from pyelmo.modelio.onnx_export import check_exportable
-        from pyelmo.modelio.onnx_runtime import onnx_bilm
-        from pyelmo.modelio.resolve import resolve_model
+        """``runtime="onnxruntime"``: the model as an ONNX graph run by ONNX Runtime (an export folder, or the
+        model exported once into the cache: :func:`pyelmo.modelio.onnx_runtime.embedder_model`)."""
+        from pyelmo.modelio.onnx_runtime import embedder_model
 
-        refused = [what for what, given in (("stateful", stateful), ("device " + str(device), str(device) != "cpu"),
-                                            ("kernels", kernels), ("an execution plan", plan),
-                                            (f"precision {precision}", precision not in (None, "float32")),
-                                            ("int8_min_weight", int8_min_weight is not None)) if given]
-        if refused:
-            raise InputError(f"runtime onnxruntime runs the exported graph stateless, in float32, on the CPU: "
-                             f"{refused[0]} is for runtime torch")
-        self.device = torch.device("cpu")
-        self.options = RunOptions()  # no plan, no token cache, stateless
-        if isinstance(model, BiLM):
-            check_exportable(model)
-            source, self.model = None, onnx_bilm(None, bilm=model)
-        else:
-            source = resolve_model(model, weight_file)
-            self.model = onnx_bilm(source)
-        self.language = None if source is None else source.language
-        self._warned_languages = set()
+        self.model, source = embedder_model(model, weight_file, stateful=stateful, device=device, kernels=kernels,
+                                            plan=plan, precision=precision, int8_min_weight=int8_min_weight)
+        self.device, self.options = torch.device("cpu"), RunOptions()  # no plan, no token cache, stateless
+        self.language, self._warned_languages = (None if source is None else source.language), set()
         self._fingerprint = self.model.fingerprint
 
     def _apply_plan(self, kept: bool) -> None:

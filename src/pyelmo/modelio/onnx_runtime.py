@@ -9,8 +9,9 @@ once into the cache (``~/.cache/pyelmo/onnx/FINGERPRINT``, or ``$PYELMO_ONNX_CAC
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from pyelmo.modelio.onnx_folder import read_export_config
 
 #: The execution backends, by name (the first is the default), with a help line.
 RUNTIMES = {
@@ -50,25 +51,6 @@ def cache_root() -> Path:
     return user_cache_dir("onnx", ONNX_CACHE_ENV)
 
 
-def read_export_config(folder: Path) -> dict:
-    """``config.json`` of an export folder, checked (one line when it is missing or not an export's)."""
-    from pyelmo.errors import WeightFileError
-    from pyelmo.modelio.onnx_export import ONNX_CONFIG_NAME, ONNX_FORMAT, ONNX_NAME
-
-    path = folder / ONNX_CONFIG_NAME
-    if not path.is_file():
-        raise WeightFileError(f"{folder} has {ONNX_NAME} but no {ONNX_CONFIG_NAME}: export it again "
-                              "(pyelmo export --format onnx OUT --model M)")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise WeightFileError(f"{path} cannot be read: {exc}") from None
-    if not isinstance(config, dict) or config.get("format") != ONNX_FORMAT or not isinstance(config.get("options"), dict):
-        raise WeightFileError(f"{path} is not the config.json of an ONNX export (format {ONNX_FORMAT!r}): export it "
-                              "again (pyelmo export --format onnx OUT --model M)")
-    return config
-
-
 class OnnxBiLM:
     """An export folder run by ONNX Runtime, called like a stateless biLM: ``model(char_ids)`` ->
     ``BiLMOutput(layers, mask)`` (torch tensors). ``threads``: ONNX Runtime's intra-op threads (None: torch's
@@ -79,7 +61,7 @@ class OnnxBiLM:
 
         from pyelmo.config import ElmoConfig
         from pyelmo.errors import WeightFileError
-        from pyelmo.modelio.onnx_export import INPUT_NAME, ONNX_NAME, OUTPUT_NAMES
+        from pyelmo.modelio.onnx_folder import INPUT_NAME, ONNX_NAME, OUTPUT_NAMES
 
         ort = _onnxruntime()
         self.folder = Path(folder)
@@ -128,7 +110,8 @@ class OnnxBiLM:
 def onnx_bilm(source, bilm=None, threads: int | None = None) -> OnnxBiLM:
     """The :class:`OnnxBiLM` of a resolved model: an export folder as it is; any other model (``bilm``: loaded
     already, unplanned) exported once into the cache, keyed by its fingerprint, and reused."""
-    from pyelmo.modelio.onnx_export import ONNX_NAME, export_onnx, onnx_modules
+    from pyelmo.modelio.onnx_export import export_onnx, onnx_modules
+    from pyelmo.modelio.onnx_folder import ONNX_NAME
     from pyelmo.modelio.weights import model_fingerprint
 
     _onnxruntime()
@@ -153,4 +136,26 @@ def onnx_bilm(source, bilm=None, threads: int | None = None) -> OnnxBiLM:
     return OnnxBiLM(folder, threads)
 
 
-__all__ = ["DEFAULT_RUNTIME", "RUNTIMES", "OnnxBiLM", "check_runtime", "onnx_bilm", "read_export_config"]
+def embedder_model(model, weight_file, *, stateful: bool, device, kernels, plan, precision, int8_min_weight):
+    """``(OnnxBiLM, resolved model or None)`` for ``ElmoEmbedder(model, weight_file, runtime="onnxruntime")``
+    (``model``: anything the resolver takes, or a biLM); the torch runtime's settings refused in one line."""
+    from pyelmo.errors import InputError
+    from pyelmo.modeling.bilm import BiLM
+    from pyelmo.modelio.onnx_graph import check_exportable
+    from pyelmo.modelio.resolve import resolve_model
+
+    refused = [what for what, given in (("stateful", stateful), (f"device {device}", str(device) != "cpu"),
+                                        ("kernels", kernels), ("an execution plan", plan),
+                                        (f"precision {precision}", precision not in (None, "float32")),
+                                        ("int8_min_weight", int8_min_weight is not None)) if given]
+    if refused:
+        raise InputError(f"runtime onnxruntime runs the exported graph stateless, in float32, on the CPU: "
+                         f"{refused[0]} is for runtime torch")
+    if isinstance(model, BiLM):
+        check_exportable(model)
+        return onnx_bilm(None, bilm=model), None
+    source = resolve_model(model, weight_file)
+    return onnx_bilm(source), source
+
+
+__all__ = ["DEFAULT_RUNTIME", "RUNTIMES", "OnnxBiLM", "check_runtime", "embedder_model", "onnx_bilm", "read_export_config"]

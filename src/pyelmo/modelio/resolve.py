@@ -24,6 +24,7 @@ from pyelmo.fileio import PathLike
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modelio import hub
 from pyelmo.modelio.archives import SOFTMAX_NAME, ModelFiles, find_model_files, read_softmax_hdf5
+from pyelmo.modelio.onnx_folder import is_export_folder
 from pyelmo.modelio.weights import CONFIG_NAME, WEIGHTS_NAME
 
 #: What a model can be (``ResolvedModel.kind``); the remote ones are fetched into the cache on first use.
@@ -191,8 +192,8 @@ def _folder(name: str, path: Path) -> ResolvedModel:
     if (path / "char.dic").is_file() and (path / "encoder.pkl").is_file():
         raise WeightFileError(f"{path} is an ELMoForManyLangs model folder: convert it first ('pyelmo convert "
                               f"elmoformanylangs {path} OUT'), then use OUT")
-    if (path / "model.onnx").is_file():  # an ONNX export ('pyelmo export --format onnx')
-        from pyelmo.modelio.onnx_runtime import read_export_config
+    if is_export_folder(path):  # an ONNX export ('pyelmo export --format onnx')
+        from pyelmo.modelio.onnx_folder import read_export_config
 
         config = read_export_config(path)
         language = config.get("language") if isinstance(config.get("language"), str) else None
