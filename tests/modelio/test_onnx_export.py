@@ -67,7 +67,7 @@ def test_onnx_runtime_gives_the_pytorch_layers(exports, name):
     bilm = _bilm(name)
     session = _session(exports[name])
     sentences = SENTENCES["chinese" if name == "chinese" else "latin"]
-    for batch in (sentences, sentences[1:3], [sentences[1]]):
+    for batch in (sentences, sentences[1:3], [sentences[1]], [[], sentences[0]]):
         ids = batch_to_ids(batch)
         with torch.no_grad():
             expected = bilm(ids)
@@ -239,6 +239,13 @@ def test_bad_exports_are_one_line_and_write_nothing(exports, tmp_path, capsys):
     err = _one_line(capsys, ["embed", str(text), str(tmp_path / "o.h5"), "--model", str(exports["allennlp"])])
     assert "is an ONNX export" in err and "--runtime onnxruntime" in err
     assert not (tmp_path / "o.h5").exists()
+
+
+def test_export_without_onnx_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import fails
+    err = _one_line(capsys, ["export", "--format", "onnx", str(tmp_path / "out"), *MODELS["allennlp"]])
+    assert "needs the onnx package" in err and "pyelmo[onnx]" in err
+    assert not list(tmp_path.iterdir())
 
 
 def test_without_onnxruntime_one_line(tmp_path, capsys, monkeypatch):
