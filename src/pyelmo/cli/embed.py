@@ -78,6 +78,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="continue an interrupted run with the same input, model and settings, "
                              "reusing the segments it finished")
     add_plan_arguments(parser)
+    from pyelmo.modelio.onnx_runtime import DEFAULT_RUNTIME, RUNTIMES
+
+    parser.add_argument("--runtime", choices=list(RUNTIMES), default=DEFAULT_RUNTIME,
+                        help="the execution backend: " + "; ".join(f"{k}: {v}" for k, v in RUNTIMES.items()) +
+                             ". --model may be a folder 'pyelmo export --format onnx' wrote (onnxruntime only)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run, output_format="all")
@@ -118,7 +123,9 @@ def embed_job(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.errors import InputError
+    from pyelmo.modelio.onnx_runtime import check_runtime
 
+    check_runtime(args.runtime)
     job = embed_job(args)
     job.check_run(args.stateful)  # before the model loads
     if args.threads is not None:
@@ -129,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     embedder = ElmoEmbedder(resolved_model(args), batch_size=args.batch_size, stateful=args.stateful,
                             device=args.device, max_tokens=args.max_tokens or None,
-                            token_cache_size=args.token_cache_size, **plan_settings(args))
+                            token_cache_size=args.token_cache_size, runtime=args.runtime, **plan_settings(args))
     count = embedder.embed_job(job)
     print(f"wrote {count} sentences to {job.output}")
     return 0

@@ -64,6 +64,10 @@ class ElmoEmbedder:
     The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
     default a fixed rule of this machine, so the same input gives the same bits in every process.
 
+    ``runtime="onnxruntime"`` runs the model as an ONNX graph in ONNX Runtime instead of PyTorch (``model``: a
+    folder ``pyelmo export --format onnx`` wrote, or any model, exported once into ``~/.cache/pyelmo/onnx/``;
+    float32, stateless, CPU; the extra ``pyelmo[onnx]``): the same vectors within float rounding.
+
     Raw text (``embed_sentence(text, tokenize=True)``, ``embed_file(..., tokenize=True)``,
     :meth:`tokenize`) is split by ``pyelmo.text.tokenize`` in the language ``lang``: ``auto``
     (default: from the script of the text), ``en``, or ``zh``/``ja``/``th`` (word segmentation
@@ -83,7 +87,8 @@ class ElmoEmbedder:
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
-                 int8_min_weight: int | None = None, int8_cache: bool = True) -> None:
+                 int8_min_weight: int | None = None, int8_cache: bool = True, runtime: str = "torch") -> None:
+        from pyelmo.modelio.onnx_runtime import check_runtime
         from pyelmo.modelio.resolve import resolve_model
         from pyelmo.runtime.planning import planned_products
 
@@ -91,6 +96,12 @@ class ElmoEmbedder:
             raise InputError(f"batch size must be at least 1, got {batch_size}")
         if max_tokens is not None and max_tokens < 1:
             raise InputError(f"max tokens must be at least 1, got {max_tokens}")
+        #: The execution backend (:data:`pyelmo.modelio.onnx_runtime.RUNTIMES`).
+        self.runtime = check_runtime(runtime)
+        if self.runtime == "onnxruntime":
+            self._init_onnx(model, weight_file, stateful, device, kernels, plan, precision, int8_min_weight)
+            self.batch_size, self.max_tokens = batch_size, max_tokens
+            return
         try:
             self.device = torch.device(device)
         except RuntimeError as exc:
@@ -131,6 +142,18 @@ class ElmoEmbedder:
         self.batch_size = batch_size
         self.max_tokens = max_tokens
 
+    def _init_onnx(self, model, weight_file, stateful: bool, device: str, kernels, plan, precision,
+                   int8_min_weight) -> None:
+        """``runtime="onnxruntime"``: the model as an ONNX graph run by ONNX Runtime (an export folder, or the
+        model exported once into the cache: :func:`pyelmo.modelio.onnx_runtime.embedder_model`)."""
+        from pyelmo.modelio.onnx_runtime import embedder_model
+
+        self.model, source = embedder_model(model, weight_file, stateful=stateful, device=device, kernels=kernels,
+                                            plan=plan, precision=precision, int8_min_weight=int8_min_weight)
+        self.device, self.options = torch.device("cpu"), RunOptions()  # no plan, no token cache, stateless
+        self.language, self._warned_languages = (None if source is None else source.language), set()
+        self._fingerprint = self.model.fingerprint
+
     def _apply_plan(self, kept: bool) -> None:
         """The plan swapped into the model loaded or copied here (:func:`pyelmo.runtime.planning.plan_model`); in
         int8 mode the weights it quantizes packed from the numbers kept on disk for this model and plan
@@ -161,6 +184,8 @@ class ElmoEmbedder:
         from pyelmo.modeling.bilm import STEP_PRODUCTS
         from pyelmo.runtime.planning import explain
 
+        if self.runtime != "torch":
+            return {"runtime": self.runtime, "model": str(self.model.folder)}
         return explain(self.options.products, self.model.plan_products(), STEP_PRODUCTS)
 
     @property

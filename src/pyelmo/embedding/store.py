@@ -91,6 +91,7 @@ def _run_settings(embedder, job: EmbedJob) -> dict:
             "precision": embedder.options.precision, **_plan_settings(embedder.options),
             "use_sentence_keys": job.use_sentence_keys, "skip_blank_lines": job.skip_blank_lines,
             "tokenize": job.tokenize, "lang": job.lang,
+            **_runtime(embedder),
             "segment_lines": SEGMENT_LINES}  # the parts of an earlier version may be of another size
 
 
@@ -152,7 +153,13 @@ def _provenance(embedder, job: EmbedJob, model: str) -> dict:
             "precision": embedder.options.precision,
             "stateful": embedder.stateful, "tokenize": job.tokenize,
             **({"lang": job.lang} if job.tokenize else {}),
-            "model_sha1": model, **plan_attributes(embedder.options)}
+            "model_sha1": model, **_runtime(embedder), **plan_attributes(embedder.options)}
+
+
+def _runtime(embedder) -> dict:
+    """``runtime`` where the vectors did not come from PyTorch (``onnxruntime``)."""
+    runtime = getattr(embedder, "runtime", "torch")
+    return {} if runtime == "torch" else {"runtime": runtime}
 
 
 def plan_attributes(options) -> dict[str, str]:

@@ -24,18 +24,19 @@ from pyelmo.fileio import PathLike
 from pyelmo.modeling.bilm import BiLM
 from pyelmo.modelio import hub
 from pyelmo.modelio.archives import SOFTMAX_NAME, ModelFiles, find_model_files, read_softmax_hdf5
+from pyelmo.modelio.onnx_folder import is_export_folder
 from pyelmo.modelio.weights import CONFIG_NAME, WEIGHTS_NAME
 
 #: What a model can be (``ResolvedModel.kind``); the remote ones are fetched into the cache on first use.
 REMOTE_KINDS = ("released", "url", "archive")
-KINDS = ("shipped", *REMOTE_KINDS, "nlpl", "bilm-tf", "elmoformanylangs", "run", "native", "exported")
+KINDS = ("shipped", *REMOTE_KINDS, "nlpl", "bilm-tf", "elmoformanylangs", "run", "native", "exported", "onnx")
 
 
 @dataclass(frozen=True)
 class ResolvedModel:
     """A model as resolved: ``name`` (what was given; ``english`` for nothing), ``kind`` (:data:`KINDS`),
     ``format`` (``pyelmo``: config.json + model.safetensors; ``bilm-tf``: options JSON + HDF5;
-    ``elmoformanylangs``: converted, with their lexicons), ``has_softmax`` (an LM head and vocabulary
+    ``elmoformanylangs``: converted, with their lexicons; ``onnx``: model.onnx + config.json, run by ONNX Runtime), ``has_softmax`` (an LM head and vocabulary
     beside the biLM), ``language`` of its training text (None: not known), ``folder`` (a local model's
     folder), ``max_length`` (the sentence length it was trained with: 100 when not recorded)."""
 
@@ -82,6 +83,10 @@ class ResolvedModel:
             return load_bilm_hdf5(self.files.options, self.files.weights)
         if self.format == "elmoformanylangs":
             return elmoformanylangs.load_converted(self.folder)
+        if self.format == "onnx":
+            raise WeightFileError(f"{self.describe()} is an ONNX export ('pyelmo export --format onnx'): run it with "
+                                  "--runtime onnxruntime (ElmoEmbedder(..., runtime='onnxruntime')), or use the "
+                                  "model it was exported from")
         return from_pretrained(self.folder)
 
     def load_with_softmax(self, bilm: BiLM | None = None,
@@ -101,6 +106,8 @@ class ResolvedModel:
         """:func:`pyelmo.modelio.weights.model_fingerprint` of its weights (computed on first use: it loads them)."""
         from pyelmo.modelio.weights import model_fingerprint
 
+        if self.format == "onnx":  # recorded at the export
+            return str(_read_config(self.folder).get("fingerprint", ""))
         return model_fingerprint(self.load_bilm())
 
     def describe(self) -> str:
@@ -185,6 +192,12 @@ def _folder(name: str, path: Path) -> ResolvedModel:
     if (path / "char.dic").is_file() and (path / "encoder.pkl").is_file():
         raise WeightFileError(f"{path} is an ELMoForManyLangs model folder: convert it first ('pyelmo convert "
                               f"elmoformanylangs {path} OUT'), then use OUT")
+    if is_export_folder(path):  # an ONNX export ('pyelmo export --format onnx')
+        from pyelmo.modelio.onnx_folder import read_export_config
+
+        config = read_export_config(path)
+        language = config.get("language") if isinstance(config.get("language"), str) else None
+        return ResolvedModel(name, "onnx", "onnx", language=language, folder=path)
     if (path / CONFIG_NAME).is_file() or not any(path.glob("*.hdf5")):
         return _native(name, kind, path)  # (a folder without config.json: loading names what is missing)
     if (path / SOFTMAX_NAME).is_file():

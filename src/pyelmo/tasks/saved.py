@@ -140,6 +140,7 @@ _BILM_FORMS = {
     "native": "a biLM model (made by 'pyelmo train' or 'convert', or shipped)",
     "elmoformanylangs": "a biLM model (made by 'pyelmo train' or 'convert', or shipped)",
     "exported": "a biLM exported by 'pyelmo export'",
+    "onnx": "a biLM exported to ONNX by 'pyelmo export --format onnx'",
     "nlpl": "a biLM in the released bilm-tf format (options JSON + HDF5 weights)",
 }
 
