@@ -1,8 +1,10 @@
 """Where an int8 load's time goes: loading the float weights, the fingerprint, quantizing, packing for the engine
 (``linear_prepack``; serially and on threads), reading the kept int8 weights (``pyelmo.runtime.int8_cache``), and
-``ElmoEmbedder(precision=...)`` whole: exact, int8 without the cache, int8 on a cold and on a warm cache; with
-``--commands N``, also whole ``pyelmo embed`` commands of N sentences, load included (exact, int8 on a cold cache,
-int8 on a warm one; fresh processes, rounds interleaved) and the exact command's time over each int8 one's.
+``ElmoEmbedder(precision=...)`` whole: exact, int8 without the cache (the default), int8 on a cold and on a warm
+cache (the opt-in ``int8_cache=True``); with ``--commands N``, also whole ``pyelmo embed`` commands of N sentences,
+load included (exact, int8 with ``--int8-cache`` on a cold cache, then on a warm one; fresh processes, rounds
+interleaved) and the exact command's time over each int8 one's. (Warm cache against none, side by side in fresh
+processes: ``command_ab.py``.)
 
     python benchmarks/int8_load.py [--model DIR] [--repeats 3] [--commands 200] [--json]
 
@@ -79,15 +81,16 @@ def phases(model: Path, repeats: int, cache: Path) -> dict[str, float]:
         "prepack serially": seconds(lambda: [pack_int8(*n) for n in numbers], repeats),
         f"prepack on {threads} threads": seconds(lambda: on_threads(threads, numbers), repeats),
         "embedder float32": seconds(lambda: embedder(), repeats),
-        "embedder int8, no cache": seconds(lambda: embedder(precision="int8", int8_cache=False), repeats),
+        "embedder int8, no cache": seconds(lambda: embedder(precision="int8"), repeats),
     }
     empty(cache)
-    result["embedder int8, cold cache (writes it)"] = seconds(lambda: (embedder(precision="int8"), empty(cache)), repeats)
-    embedder(precision="int8")
+    result["embedder int8, cold cache (writes it)"] = seconds(
+        lambda: (embedder(precision="int8", int8_cache=True), empty(cache)), repeats)
+    embedder(precision="int8", int8_cache=True)
     kept = Int8WeightCache(key, cache)
     assert all(kept.stored(name) is not None for name in named), "the entry does not hold every int8 weight"
     result["read and check kept int8 weights"] = seconds(lambda: [kept.stored(name) for name in named], repeats)
-    result["embedder int8, warm cache"] = seconds(lambda: embedder(precision="int8"), repeats)
+    result["embedder int8, warm cache"] = seconds(lambda: embedder(precision="int8", int8_cache=True), repeats)
     return result
 
 
@@ -105,8 +108,8 @@ def commands(model: Path, n: int, repeats: int, cache: Path, tmp: Path) -> dict[
     runs = {"exact": [], "int8, cold cache": [], "int8, warm cache": []}
     for _ in range(repeats):
         empty(cache)
-        for name, flags in (("exact", []), ("int8, cold cache", ["--precision", "int8"]),
-                            ("int8, warm cache", ["--precision", "int8"])):
+        for name, flags in (("exact", []), ("int8, cold cache", ["--precision", "int8", "--int8-cache"]),
+                            ("int8, warm cache", ["--precision", "int8", "--int8-cache"])):
             out = tmp / f"{len(runs[name])}-{name.replace(', ', '-')}.h5"
             start = time.perf_counter()
             subprocess.run([sys.executable, "-m", "pyelmo", "embed", str(text), str(out), "--model", str(model),

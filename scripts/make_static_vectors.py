@@ -1,9 +1,9 @@
 """Make the static word vectors shipped beside the default model (``static.safetensors`` + ``static-vocab.txt``).
 
-word2vec (gensim skip-gram, :func:`pyelmo.evaluation.static.train_word2vec`) on the first
-``--max-tokens`` tokens of the pretraining corpus's train split (its shards in sorted order),
-then the ``--top`` most frequent words stored as float16 (:func:`pyelmo.tasks.static.make_static_vectors`;
-``pyelmo task data static`` is the same for any corpus).  The command and settings used for
+``pyelmo task data static CORPUS OUT`` (word2vec, gensim skip-gram, on the first ``--max-tokens`` tokens of the
+pretraining corpus's train split, its ``--top`` most frequent words stored as float16) with the settings the
+shipped files were made with (:data:`SHIPPED`) and the shipped English model's folder as OUT (``--out``: another).
+Any other flag of that command follows CORPUS and overrides the setting here.  The command and settings used for
 the shipped files are recorded in docs/TASKS.md.
 
     python scripts/make_static_vectors.py /work/data/corpus-v2 --max-tokens 15000000 --dim 200 --epochs 3
@@ -12,25 +12,24 @@ the shipped files are recorded in docs/TASKS.md.
 from __future__ import annotations
 
 import argparse
-import json
 
+from pyelmo.cli import main as pyelmo
 from pyelmo.modelio.hub import shipped_folder
-from pyelmo.tasks.static import make_static_vectors
+
+#: The shipped files' settings: ``pyelmo task data static`` flags (later flags override them).
+SHIPPED = ("--max-tokens", "15000000", "--dim", "200", "--epochs", "3", "--min-count", "5", "--top", "20000",
+           "--workers", "2")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Other flags: see 'pyelmo task data static --help'.")
     parser.add_argument("corpus", help="pretraining corpus folder (with train/*.txt)")
-    parser.add_argument("--max-tokens", type=int, default=15_000_000)
-    parser.add_argument("--dim", type=int, default=200)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--min-count", type=int, default=5)
-    parser.add_argument("--top", type=int, default=20_000)
-    parser.add_argument("--out", default=str(shipped_folder("english")))
-    args = parser.parse_args()
-    print(json.dumps(make_static_vectors(args.corpus, args.out, max_tokens=args.max_tokens, dim=args.dim,
-                                         epochs=args.epochs, min_count=args.min_count, top=args.top)))
+    parser.add_argument("--out", default=str(shipped_folder("english")), help="output folder (default: the shipped "
+                                                                              "English model's)")
+    args, flags = parser.parse_known_args()
+    return pyelmo(["task", "data", "static", args.corpus, args.out, *SHIPPED, *flags])
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,6 +1,6 @@
-"""int8 weights kept on disk (``pyelmo.runtime.int8_cache``): quantized once per model and int8 settings; a second
-load packs the stored numbers; the same bits with and without; a damaged entry or another plan's settings is a miss;
-entries are written atomically."""
+"""int8 weights kept on disk (``pyelmo.runtime.int8_cache``), an opt-in (``int8_cache=True``, ``--int8-cache``):
+quantized once per model and int8 settings; a second load packs the stored numbers; the same bits with and without;
+a damaged entry or another plan's settings is a miss; entries are written atomically; off, nothing is kept."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def cache(tmp_path, monkeypatch):
 
 
 def vectors(folder, **settings) -> list[np.ndarray]:
-    return ElmoEmbedder(str(folder), precision="int8", **settings).embed_sentences(SENTENCES)
+    """int8 vectors of ``SENTENCES``, the int8 weights kept (the opt-in) unless ``int8_cache=False``."""
+    return ElmoEmbedder(str(folder), precision="int8", **{"int8_cache": True, **settings}).embed_sentences(SENTENCES)
 
 
 def entries(path) -> list:
@@ -52,7 +53,7 @@ def entries(path) -> list:
 
 def test_a_second_load_uses_the_kept_weights_with_the_same_bits(folder, cache):
     path, quantized = cache
-    fresh = vectors(folder, int8_cache=False)
+    fresh = ElmoEmbedder(str(folder), precision="int8").embed_sentences(SENTENCES)  # the default: off
     assert quantized == [] and entries(path) == []  # off: nothing kept
     first = vectors(folder)
     assert len(quantized) == N and all(shape == (2048, 128) for shape in quantized)
@@ -119,16 +120,17 @@ def test_writes_are_atomic(folder, cache, monkeypatch):
     assert all(np.array_equal(a, b) for a, b in zip(reference, vectors(folder, int8_cache=False)))
 
 
-def test_the_command_line_can_turn_it_off():
+def test_the_command_line_turns_it_on():
     from pyelmo.cli.common import plan_settings
     from pyelmo.cli import build_parser
 
     parser = build_parser()
-    assert plan_settings(parser.parse_args(["env", "--precision", "int8", "--no-int8-cache"]))["int8_cache"] is False
-    assert plan_settings(parser.parse_args(["env", "--precision", "int8"]))["int8_cache"] is True
+    assert plan_settings(parser.parse_args(["env", "--precision", "int8", "--int8-cache"]))["int8_cache"] is True
+    assert plan_settings(parser.parse_args(["env", "--precision", "int8"]))["int8_cache"] is False
+    assert parser.parse_args(["serve", "--precision", "int8", "--int8-cache"]).int8_cache is True
 
 
-def test_pyelmo_embed_keeps_them_unless_told_not_to(folder, cache, tmp_path):
+def test_pyelmo_embed_keeps_them_only_when_told_to(folder, cache, tmp_path):
     import h5py
 
     from pyelmo.cli import main
@@ -137,10 +139,10 @@ def test_pyelmo_embed_keeps_them_unless_told_not_to(folder, cache, tmp_path):
     text = tmp_path / "in.txt"
     text.write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n")
     common = ["--precision", "int8", "--no-progress", "--model", str(folder)]
-    assert main(["embed", str(text), str(tmp_path / "fresh.h5"), "--no-int8-cache", *common]) == 0
+    assert main(["embed", str(text), str(tmp_path / "fresh.h5"), *common]) == 0
     assert entries(path) == []
-    assert main(["embed", str(text), str(tmp_path / "cold.h5"), *common]) == 0
-    assert main(["embed", str(text), str(tmp_path / "warm.h5"), *common]) == 0
+    assert main(["embed", str(text), str(tmp_path / "cold.h5"), "--int8-cache", *common]) == 0
+    assert main(["embed", str(text), str(tmp_path / "warm.h5"), "--int8-cache", *common]) == 0
     assert len(quantized) == N and len(entries(path)) == 1  # the cold run quantized through the cache, the warm one not
     with h5py.File(tmp_path / "fresh.h5") as a, h5py.File(tmp_path / "warm.h5") as b:
         assert all(np.array_equal(a[k][()], b[k][()]) for k in ("0", "1"))

@@ -30,9 +30,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, released: bool = True) 
     group.add_argument("--weight-file", metavar="HDF5", help="released-format bilm-tf weight file (with --options-file)")
 
 
-#: What a command that keeps the int8 weights on disk adds to --precision's help.
-KEPT = ("int8: the int8 weights are kept on disk after the first load (~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE); "
-        "'pyelmo env --precision int8' says whether int8 is expected to pay on this CPU.")
+#: What a command that can keep the int8 weights on disk (--int8-cache) adds to --precision's help.
+INT8_OUTLOOK = "int8: 'pyelmo env --precision int8' says whether int8 is expected to pay on this CPU."
 
 
 class _PrecisionAction(argparse.Action):
@@ -50,16 +49,23 @@ class _PrecisionAction(argparse.Action):
 def add_precision_arguments(group, tasks: bool = False, help: str = "", min_weight_help: str = "",
                             kept: bool = False) -> None:
     """--precision (its choices, the registered precisions: :mod:`pyelmo.runtime.precision`; ``tasks``: those
-    task models take) and --int8-min-weight (``kept``: the command keeps the int8 weights on disk)."""
+    task models take) and --int8-min-weight (``kept``: and --int8-cache, the opt-in to keep the int8 weights on
+    disk)."""
     from pyelmo.runtime import precision
 
     group.add_argument("--precision", choices=precision.names(tasks), default=None, action=_PrecisionAction,
-                       help=f"{precision.help_text(tasks)} {KEPT if kept else ''} {help}".strip())
+                       help=f"{precision.help_text(tasks)} {INT8_OUTLOOK if kept else ''} {help}".strip())
     group.add_argument("--int8-min-weight", type=int, default=None, metavar="N",
                        help="with --precision int8: quantize the weights of at least N elements (default: the "
                             + (min_weight_help or "plan's rule, which 'pyelmo env --precision int8' shows; smaller "
                                                   "products stay float32, where int8 does not pay") +
                             "; 0 quantizes every product)")
+    if kept:
+        group.add_argument("--int8-cache", action="store_true",
+                           help="with --precision int8: keep the int8 weights on disk after the first load "
+                                "(~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE) and reuse them at the next loads "
+                                "instead of quantizing again (the same vectors either way; what it saves: "
+                                "benchmarks/RESULTS.md)")
 
 
 def check_precision(args: argparse.Namespace) -> None:
@@ -74,8 +80,8 @@ def plan_settings(args: argparse.Namespace) -> dict:
     settings = {"precision": getattr(args, "precision", None), "int8_min_weight": getattr(args, "int8_min_weight", None)}
     if hasattr(args, "kernels"):
         settings["kernels"] = args.kernels
-    if hasattr(args, "no_int8_cache"):
-        settings["int8_cache"] = not args.no_int8_cache
+    if hasattr(args, "int8_cache"):
+        settings["int8_cache"] = args.int8_cache
     return settings
 
 
@@ -90,10 +96,6 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kernels", choices=KERNEL_RULES, default=None,
                        help="the kernel of every exact product: fixed (the default: oneDNN where this PyTorch has it, "
                             "else torch.mm), mm or onednn (see 'pyelmo env')")
-    group.add_argument("--no-int8-cache", action="store_true",
-                       help="with --precision int8: quantize the weights afresh instead of reusing the int8 weights "
-                            "kept from an earlier load (~/.cache/pyelmo/int8/, or $PYELMO_INT8_CACHE; the same "
-                            "vectors either way)")
 
 
 LANG_HELP = ("the language of the raw text, which chooses how it is split into words: auto (default: from the "

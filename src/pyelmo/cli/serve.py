@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
     model, weight_file = model_source(args)  # no --model: build_service resolves the shipped model of --lang
     settings = {"model": model, "weight_file": weight_file, "lang": args.lang, "threads": args.threads,
-                "precision": args.precision, "int8_min_weight": args.int8_min_weight,
+                "precision": args.precision, "int8_min_weight": args.int8_min_weight, "int8_cache": args.int8_cache,
                 "batching": not args.no_batching,
                 "max_wait": args.max_wait_ms / 1000, "max_batch_tokens": args.max_batch_tokens,
                 "limits": {"max_body_bytes": args.max_body_bytes, "max_sentences": args.max_sentences,

@@ -29,8 +29,11 @@ def _kinds() -> list:
 
 
 def _description() -> str:
-    """The command's description: the introduction, each registered kind's paragraph, examples."""
-    return "\n".join([INTRODUCTION, *(textwrap.indent(kind.description, "  ") for kind in _kinds()), "", EXAMPLES])
+    """The command's description: the introduction, each registered kind's paragraph (its name, then its
+    description, in a column of their own), examples."""
+    paragraphs = (textwrap.fill(kind.description, 92, initial_indent=f"  {kind.name + ':':10}",
+                                subsequent_indent=" " * 12) for kind in _kinds())
+    return "\n".join([INTRODUCTION, *paragraphs, "", EXAMPLES])
 
 
 TRUST_HELP = ("go on when a data file looks like another kind of file (a CoNLL file given to classify, columns "
@@ -151,7 +154,7 @@ def _add_evaluate_parser(sub: argparse._SubParsersAction) -> None:
 
 def _add_predict_parser(sub: argparse._SubParsersAction) -> None:
     pr = sub.add_parser("predict", help="label new data with a trained model",
-                        description="  ".join(k.predict_help for k in _kinds()))
+                        description="  ".join(f"{k.name}: {k.predict_help}" for k in _kinds()))
     pr.add_argument("dir", metavar="DIR", help="a trained task model")
     pr.add_argument("input", metavar="INPUT", help="data to label")
     pr.add_argument("output", metavar="OUTPUT", help="where to write the labels (must not exist unless --overwrite)")

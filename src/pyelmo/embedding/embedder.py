@@ -53,9 +53,9 @@ class ElmoEmbedder:
     exact), or an explicit reduced-precision mode: ``"bfloat16"`` (the matrix products run in bfloat16) or
     ``"int8"`` (CPU: the products with large weights, the LSTM's and the highways', on int8 weights
     quantized per output channel once here, and int8 activations; ``int8_min_weight``: the smallest
-    weight, in elements, that it quantizes, default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`; the
-    int8 weights of a model it loads are kept on disk and reused by the next load, ``int8_cache=False``
-    quantizes afresh: :mod:`pyelmo.runtime.int8_cache`, the same bits either way).
+    weight, in elements, that it quantizes, default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`;
+    ``int8_cache=True``, an opt-in: the int8 weights of a model it loads are kept on disk and reused by the next
+    load instead of being quantized again, :mod:`pyelmo.runtime.int8_cache`, the same bits either way).
     Their accuracy and speed: benchmarks/RESULTS.md. A model the embedder loads itself is planned once,
     here (:func:`pyelmo.runtime.planning.plan_model`: its modules swapped for the plan's; in int8 mode only
     the int8 copies of those weights are kept). A ``BiLM`` passed in that was planned already runs as it is,
@@ -87,7 +87,7 @@ class ElmoEmbedder:
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
-                 int8_min_weight: int | None = None, int8_cache: bool = True, runtime: str = "torch") -> None:
+                 int8_min_weight: int | None = None, int8_cache: bool = False, runtime: str = "torch") -> None:
         from pyelmo.modelio.onnx_runtime import check_runtime
         from pyelmo.modelio.resolve import resolve_model
         from pyelmo.runtime.planning import planned_products
@@ -156,8 +156,8 @@ class ElmoEmbedder:
 
     def _apply_plan(self, kept: bool) -> None:
         """The plan swapped into the model loaded or copied here (:func:`pyelmo.runtime.planning.plan_model`); in
-        int8 mode the weights it quantizes packed from the numbers kept on disk for this model and plan
-        (``kept``: :mod:`pyelmo.runtime.int8_cache`, written on a miss) or quantized here."""
+        int8 mode the weights it quantizes quantized here, or (``kept``, the opt-in ``int8_cache``) packed from the
+        numbers kept on disk for this model and plan (:mod:`pyelmo.runtime.int8_cache`, written on a miss)."""
         from pyelmo.runtime.planning import plan_model
 
         products = self.options.products

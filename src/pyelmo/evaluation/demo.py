@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from pyelmo.errors import InputError
-from pyelmo.evaluation.senses import cosine_matrix, find_word, with_average_layer
+from pyelmo.evaluation.senses import cosine_matrix, find_word, read_sense_contexts, with_average_layer
 from pyelmo.text.tokenize import tokenize
 
 #: (word, sentences) whose target word is compared across contexts in the printed table.
@@ -19,64 +20,14 @@ SEED_PAIRS: list[tuple[str, list[str]]] = [
     ("play", ["Children play in the park.", "The actor will play a role.", "I want to play music."]),
 ]
 
+#: Where the demo's sense contexts are (``demo-LANG.tsv``: ``word<TAB>sense<TAB>sentence`` lines, the form of
+#: ``tests/data/senses-*.tsv`` with the sentences as raw text: :func:`pyelmo.evaluation.senses.read_sense_contexts`).
+DATA = Path(__file__).with_name("data")
+
 #: Several contexts per sense of each ambiguous word: the same-sense vs different-sense table,
 #: the heatmap and projection ("bank") and the bar charts.  The "apple" sentences all start
 #: with "Apple", so that layer 0 (which sees the characters) cannot tell the senses apart.
-SENSE_CONTEXTS: dict[str, dict[str, list[str]]] = {
-    "bank": {
-        "money": [
-            "I deposited money in the bank.",
-            "The bank approved her loan on Friday.",
-            "He opened a savings account at the local bank.",
-            "The central bank raised interest rates again.",
-            "She withdrew cash from the bank this morning.",
-            "The bank charges a fee for every transfer.",
-            "Robbers broke into the bank at night.",
-            "My bank sent me a new credit card.",
-        ],
-        "river": [
-            "The boat stopped near the river bank.",
-            "We had a picnic on the bank of the stream.",
-            "Fishermen lined the muddy bank at dawn.",
-            "The river overflowed its bank after the storm.",
-            "Reeds grew thick along the bank of the lake.",
-            "He climbed up the steep bank from the water.",
-            "Willows leaned over the grassy bank.",
-            "The children slid down the bank into the river.",
-        ],
-    },
-    "apple": {
-        "fruit": [
-            "Apple trees need a cold winter to bear fruit.",
-            "Apple slices turn brown when they are left out.",
-            "Apple crumble is best with a little cinnamon.",
-            "Apple seeds contain a small amount of cyanide.",
-        ],
-        "company": [
-            "Apple announced a new laptop at its conference.",
-            "Apple shares fell after the earnings report.",
-            "Apple opened a large store in the city centre.",
-            "Apple hired hundreds of engineers last year.",
-        ],
-    },
-    "play": {
-        "game": [
-            "The kids play tag in the yard after lunch.",
-            "We play chess every Sunday evening.",
-            "Dogs love to play with a ball.",
-        ],
-        "theatre": [
-            "She will play Juliet in the spring production.",
-            "He was cast to play the detective in the film.",
-            "Who is going to play the king tonight?",
-        ],
-        "music": [
-            "He learned to play the piano as a child.",
-            "Can you play the guitar at the party?",
-            "The band will play their new song first.",
-        ],
-    },
-}
+SENSE_CONTEXTS: dict[str, dict[str, list[str]]] = read_sense_contexts(DATA / "demo-en.tsv")
 
 
 #: The demo languages.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -21,20 +21,35 @@ class SenseExample:
     tokens: tuple[str, ...]
 
 
-def read_sense_examples(path: str | os.PathLike) -> list[SenseExample]:
-    """Read ``word<TAB>sense<TAB>tokenized sentence`` lines (``#`` starts a comment)."""
-    examples = []
+def sense_rows(path: str | os.PathLike) -> Iterator[tuple[int, str, str, str]]:
+    """``(line number, word, sense, sentence)`` of each ``word<TAB>sense<TAB>sentence`` line of a file (blank lines
+    are skipped, ``#`` starts a comment)."""
     for number, line in text_lines(path, blank="skip", what="sense examples file"):
         if line.startswith("#"):
             continue
         row = line.split("\t")
         if len(row) != 3:
             raise InputError(f"{path}: line {number}: expected word, sense and sentence separated by tabs")
-        word, sense, sentence = row
+        yield number, *row
+
+
+def read_sense_examples(path: str | os.PathLike) -> list[SenseExample]:
+    """Read ``word<TAB>sense<TAB>tokenized sentence`` lines (:func:`sense_rows`)."""
+    examples = []
+    for number, word, sense, sentence in sense_rows(path):
         tokens = tuple(sentence.split())
         find_word(tokens, word, where=f"{path}: line {number}")
         examples.append(SenseExample(word, sense, tokens))
     return examples
+
+
+def read_sense_contexts(path: str | os.PathLike) -> dict[str, dict[str, list[str]]]:
+    """The sentences of each sense of each word, in file order, from ``word<TAB>sense<TAB>sentence`` lines
+    (:func:`sense_rows`; the sentences as raw text, tokenized when embedded)."""
+    contexts: dict[str, dict[str, list[str]]] = {}
+    for _, word, sense, sentence in sense_rows(path):
+        contexts.setdefault(word, {}).setdefault(sense, []).append(sentence)
+    return contexts
 
 
 def find_word(tokens: Sequence[str], word: str, where: str = "sentence") -> int:

@@ -32,7 +32,7 @@ RULE = (
     (("amx_int8",), "AMX-INT8", True, "int8 matrix tiles; not measured with pyelmo yet"),
     (("avx512_vnni", "avx512vnni"), "AVX512-VNNI", True,
      "measured on an AMD EPYC: the original size at batch 32 2.22x float32, small 1.34x; a 200-sentence "
-     "'pyelmo embed' of the original size, load included, 1.29x with the int8 weights kept"),
+     "'pyelmo embed' of the original size, load included, 1.29x with the int8 weights kept (--int8-cache)"),
     (("avx_vnni",), "AVX-VNNI", True, "8-bit dot products in one instruction; not measured with pyelmo yet"),
     (("avx2",), "AVX2 without VNNI", False,
      "measured on an AMD EPYC: the original's products at batch 32 1.15-1.17x float32, and a 200-sentence "

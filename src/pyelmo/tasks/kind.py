@@ -43,8 +43,8 @@ class TaskKind:
     name: str = ""
     order: int = 100           # where it comes in lists of kinds
     help: str = ""             # its data format in a few words ("classify (TSV)"): --help's choices
-    description: str = ""      # its model and data files: a paragraph of 'pyelmo task --help'
-    predict_help: str = ""     # what 'pyelmo task predict' reads and writes for it
+    description: str = ""      # its model and data files: its paragraph of 'pyelmo task --help' (after its name)
+    predict_help: str = ""     # what 'pyelmo task predict' reads and writes for it (after its name)
     extension: str = ""        # the extension of its data files ('pyelmo task data build' writes it)
     context: str = "line"      # what the biLM reads of an example by default (--bilm-context)
     defaults: dict = {"hidden": 128, "batch_size": 32, "lr": 1e-3, "dropout": 0.2}  # unset TrainOptions

@@ -12,10 +12,10 @@ from pyelmo.tasks.metrics import classify_metrics
 class Classify(TaskKind):
     name, order, extension, context = "classify", 1, "tsv", "sentence"
     help = "classify (TSV)"
-    description = ("classify: BiLSTM + max pooling + linear layer.  Data: UTF-8 TSV, label<TAB>text per line\n"
-                   "          (text tokenized with pyelmo's tokenizer; --pretokenized: split on whitespace).")
-    predict_help = ("classify: INPUT has one text per line (a label<TAB> column, if any, is ignored; blank lines "
-                    "are skipped); OUTPUT gets label<TAB>probability<TAB>text per text, the text as in INPUT.")
+    description = ("BiLSTM + max pooling + linear layer.  Data: UTF-8 TSV, label<TAB>text per line (text tokenized "
+                   "with pyelmo's tokenizer; --pretokenized: split on whitespace).")
+    predict_help = ("INPUT has one text per line (a label<TAB> column, if any, is ignored; blank lines are skipped); "
+                    "OUTPUT gets label<TAB>probability<TAB>text per text, the text as in INPUT.")
     options = (KindOption("--pretokenized", "pretokenized", "the text is already tokenized (split on whitespace)"),)
 
     def read(self, path, pretokenized=False, labelled=True) -> list:

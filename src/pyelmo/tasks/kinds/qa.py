@@ -14,13 +14,12 @@ from pyelmo.tasks.squad import predictions_json, read_squad
 class QA(TaskKind):
     name, order, extension, context = "qa", 3, "json", "sentence"
     help = "qa (SQuAD)"
-    description = ("qa:       reading comprehension, a BiDAF-style reader (BiLSTM encoder, bidirectional\n"
-                   "          attention, modelling BiLSTM, start and end of the answer).  Data: SQuAD v1.1\n"
-                   "          JSON (data -> paragraphs -> context, qas -> id, question, answers[text,\n"
-                   "          answer_start]) or JSONL with id, context, question, answers per line.\n"
-                   "          evaluate: SQuAD's exact match and F1; predict: SQuAD's {\"id\": \"answer\"} file.")
-    predict_help = ("qa: INPUT is SQuAD JSON or JSONL (answers, if any, are ignored); OUTPUT is SQuAD's prediction "
-                    "file, {\"id\": \"answer text\"}, each answer an exact substring of its context.")
+    description = ("reading comprehension, a BiDAF-style reader (BiLSTM encoder, bidirectional attention, modelling "
+                   "BiLSTM, start and end of the answer).  Data: SQuAD v1.1 JSON (data -> paragraphs -> context, "
+                   "qas -> id, question, answers[text, answer_start]) or JSONL with id, context, question, answers "
+                   "per line.  evaluate: SQuAD's exact match and F1; predict: SQuAD's {\"id\": \"answer\"} file.")
+    predict_help = ("INPUT is SQuAD JSON or JSONL (answers, if any, are ignored); OUTPUT is SQuAD's prediction file, "
+                    "{\"id\": \"answer text\"}, each answer an exact substring of its context.")
     #: The reader's are chosen for small sets as well as the cloze set (docs/TASKS.md, "A small set: the
     #: learning curve"): its modelling BiLSTM reads 8 x hidden inputs a token and dominates its cost.
     defaults = {"hidden": 64, "batch_size": 16, "lr": 2e-3, "dropout": 0.4}

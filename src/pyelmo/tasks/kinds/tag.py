@@ -12,10 +12,10 @@ from pyelmo.tasks.metrics import tag_metrics
 class Tag(TaskKind):
     name, order, extension, context = "tag", 2, "conll", "line"
     help = "tag (CoNLL)"
-    description = ("tag:      BiLSTM + CRF.  Data: CoNLL style, token<TAB>tag per line (the tag is the last\n"
-                   "          column), a blank line between sentences, -DOCSTART- lines skipped.")
-    predict_help = ("tag: INPUT is CoNLL style (the first column is the token); OUTPUT is the input with the "
-                    "predicted tag appended as the last column.")
+    description = ("BiLSTM + CRF.  Data: CoNLL style, token<TAB>tag per line (the tag is the last column), a blank "
+                   "line between sentences, -DOCSTART- lines skipped.")
+    predict_help = ("INPUT is CoNLL style (the first column is the token); OUTPUT is the input with the predicted tag "
+                    "appended as the last column.")
     unit_names = ("token has the tag", "tokens have")
 
     def read(self, path, pretokenized=False, labelled=True) -> list:
