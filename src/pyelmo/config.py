@@ -18,7 +18,14 @@ ACTIVATIONS = ("relu", "tanh")
 
 @dataclass(frozen=True)
 class CharCNNConfig:
-    """The token encoder: character embedding, convolutions, highway layers, projection."""
+    """The token encoder: character embedding, convolutions, highway layers, projection.
+
+    ``n_lexicon_characters``: the characters are ids of a lexicon of this many (ELMoForManyLangs'
+    ``char.dic``; ``lexicon_padding_id`` pads a token's characters), to which the encoder's input module
+    maps ``batch_to_ids``' byte ids (:mod:`pyelmo.modelio.lexicon`); 0: the byte ids themselves.
+    ``word_dim``: a word embedding of ``n_words`` rows (word ids from the same input module) whose vector
+    comes before the CNN's in the projection's input; 0: none.
+    """
 
     filters: tuple[tuple[int, int], ...] = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
     n_highway: int = 2
@@ -26,6 +33,10 @@ class CharCNNConfig:
     n_characters: int = 262
     max_characters_per_token: int = 50
     activation: str = "relu"
+    n_lexicon_characters: int = 0
+    lexicon_padding_id: int = 0
+    word_dim: int = 0
+    n_words: int = 0
 
     @property
     def n_filters(self) -> int:
@@ -98,6 +109,7 @@ class ElmoConfig:
             raise ConfigError("config: char_cnn.max_characters_per_token must be at least 3")
         if c.activation not in ACTIVATIONS:
             raise ConfigError(f"config: char_cnn.activation must be one of {ACTIVATIONS}, got {c.activation!r}")
+        _check_lexicon(c)
         positive("lstm.dim", lstm.dim)
         positive("lstm.projection_dim", lstm.projection_dim)
         positive("lstm.n_layers", lstm.n_layers)
@@ -110,9 +122,10 @@ class ElmoConfig:
 
     # -- released options JSON ------------------------------------------------------------
     def to_options(self) -> dict[str, Any]:
-        """The released options-JSON dictionary (bilm-tf / AllenNLP format)."""
+        """The released options-JSON dictionary (bilm-tf / AllenNLP format; a lexicon and a word embedding,
+        which bilm-tf has not, as ``char_cnn.lexicon`` and ``char_cnn.word_embedding``, only when there)."""
         c, lstm = self.char_cnn, self.lstm
-        return {
+        options = {
             "lstm": {
                 "use_skip_connections": lstm.use_skip_connections,
                 "projection_dim": lstm.projection_dim,
@@ -130,6 +143,12 @@ class ElmoConfig:
                 "max_characters_per_token": c.max_characters_per_token,
             },
         }
+        if c.n_lexicon_characters:
+            options["char_cnn"]["lexicon"] = {"n_characters": c.n_lexicon_characters,
+                                              "padding_id": c.lexicon_padding_id}
+        if c.word_dim:
+            options["char_cnn"]["word_embedding"] = {"dim": c.word_dim, "n_words": c.n_words}
+        return options
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "ElmoConfig":
@@ -152,6 +171,10 @@ class ElmoConfig:
                 n_characters=cnn_o.get("n_characters", 262),
                 max_characters_per_token=cnn_o.get("max_characters_per_token", 50),
                 activation=cnn_o.get("activation", "relu"),
+                n_lexicon_characters=cnn_o.get("lexicon", {}).get("n_characters", 0),
+                lexicon_padding_id=cnn_o.get("lexicon", {}).get("padding_id", 0),
+                word_dim=cnn_o.get("word_embedding", {}).get("dim", 0),
+                n_words=cnn_o.get("word_embedding", {}).get("n_words", 0),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"options: missing or malformed field {exc}") from None
@@ -162,6 +185,20 @@ class ElmoConfig:
 
     def replace(self, **changes: Any) -> "ElmoConfig":
         return dataclasses.replace(self, **changes)
+
+
+def _check_lexicon(c: CharCNNConfig) -> None:
+    """The lexicon and word-embedding fields of ``c``: both of a pair set, or neither."""
+    for name in ("n_lexicon_characters", "lexicon_padding_id", "word_dim", "n_words"):
+        value = getattr(c, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"config: char_cnn.{name} must be a non-negative integer, got {value!r}")
+    if c.lexicon_padding_id and c.lexicon_padding_id >= c.n_lexicon_characters:
+        raise ConfigError(f"config: char_cnn.lexicon_padding_id {c.lexicon_padding_id} is not an id of its "
+                          f"{c.n_lexicon_characters} lexicon characters")
+    if bool(c.word_dim) != bool(c.n_words):
+        raise ConfigError("config: char_cnn.word_dim and char_cnn.n_words are both positive (a word embedding) "
+                          "or both 0")
 
 
 def _preset(dim: int, projection_dim: int, n_highway: int) -> ElmoConfig:

@@ -108,3 +108,36 @@ def test_token_encoder_once_per_distinct_token_has_the_same_values_and_gradients
     torch.testing.assert_close(grads[0][0], grads[1][0], atol=1e-6, rtol=0)
     for a, b in zip(grads[0][1], grads[1][1]):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+class _GivenIds(torch.nn.Module):
+    """An input module for a lexicon-sized encoder: the rows are the character ids, the word id a function of them."""
+
+    def forward(self, rows):
+        return rows, rows[:, 1] % 7
+
+
+def test_one_token_encoder_holds_a_lexicon_and_a_word_embedding():
+    """Characters of another vocabulary (its own padding id) and a word vector before the CNN's in the
+    projection; the fused convolution equals the reference; the options carry the sizes, a byte model's do not."""
+    from pyelmo.modeling.encoder import FusedConvMax, TokenEncoder
+
+    config = CharCNNConfig(filters=((1, 4), (2, 8), (3, 8)), n_highway=1, embedding_dim=4, max_characters_per_token=6,
+                           n_lexicon_characters=20, lexicon_padding_id=3, word_dim=5, n_words=7)
+    assert ElmoConfig.from_options(ElmoConfig(char_cnn=config).to_options()).char_cnn == config
+    assert set(ElmoConfig().to_options()["char_cnn"]) == {"activation", "filters", "n_highway", "embedding",
+                                                         "n_characters", "max_characters_per_token"}
+    torch.manual_seed(0)
+    encoder = TokenEncoder(config, 6, _GivenIds())
+    assert encoder.char_embedding.num_embeddings == 20 and encoder.projection.in_features == 5 + 20
+    ids = torch.tensor([[0, 5, 19, 3, 3, 3], [0, 2, 2, 2, 1, 3], [0, 7, 3, 3, 3, 3]])
+    got = encoder(ids)
+    chars = encoder.char_embedding(ids).transpose(1, 2)
+    x = torch.relu(torch.cat([conv(chars).max(dim=-1).values for conv in encoder.convolutions], dim=-1))
+    x = encoder.highways[0](x)
+    torch.testing.assert_close(got, encoder.projection(torch.cat([encoder.word_embedding(ids[:, 1] % 7), x], -1)))
+    encoder.conv_max = FusedConvMax()
+    torch.testing.assert_close(encoder(ids), got)
+    plain = TokenEncoder(CharCNNConfig(filters=((1, 4),), n_highway=0, embedding_dim=4), 6)
+    assert sorted(plain.state_dict()) == ["char_embedding.weight", "convolutions.0.bias", "convolutions.0.weight",
+                                          "projection.bias", "projection.weight"]

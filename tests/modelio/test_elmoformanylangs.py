@@ -105,3 +105,40 @@ def test_bad_lang_is_one_line_before_any_output(tmp_path, capsys):
     assert main(["convert", "elmoformanylangs", str(FIXTURE / "model"), str(tmp_path / "o"), "--lang", "中文"]) == 1
     assert capsys.readouterr().err == "pyelmo convert: error: the language must be a code such as zh or en, got '中文'\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_the_converted_model_is_pyelmos_biLM_planned_like_any_other(converted, tmp_path):
+    """One token encoder: their lexicons map the input (``LexiconIds``), the embedder plans the model (the fused
+    convolution on a planned product, the planned linears), and ``pyelmo embed`` gives their outputs."""
+    import h5py
+
+    from pyelmo.modelio.lexicon import LexiconIds
+    from pyelmo.modeling.bilm import BiLM
+    from pyelmo.runtime.linear import PlannedLinear
+    from pyelmo.runtime.planning import PlannedConvMax
+
+    encoder = pyelmo.ElmoEmbedder(str(converted)).model.token_encoder
+    assert isinstance(encoder.token_ids, LexiconIds) and isinstance(encoder.conv_max, PlannedConvMax)
+    assert isinstance(encoder.projection, PlannedLinear)
+    assert type(pyelmo.load(str(converted))) is BiLM
+    text = tmp_path / "in.txt"
+    text.write_text("".join(" ".join(s) + "\n" for s in SENTENCES), encoding="utf-8")
+    assert main(["embed", str(text), str(tmp_path / "out.hdf5"), "--model", str(converted), "--no-progress"]) == 0
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        for i in range(len(SENTENCES)):
+            np.testing.assert_allclose(f[str(i)][...], expected(i), atol=1e-5, rtol=0)
+        assert json.loads(f.attrs["kernels_used"])
+
+
+def test_a_folder_converted_before_its_options_named_the_lexicon_loads(converted, tmp_path):
+    """Folders converted before ``char_cnn.lexicon`` and ``char_cnn.word_embedding``: sized from their section."""
+    old = tmp_path / "old"
+    shutil.copytree(converted, old)
+    config = json.loads((old / "config.json").read_text(encoding="utf-8"))
+    assert config["options"]["char_cnn"]["lexicon"] == {"n_characters": config["elmoformanylangs"]["n_chars"],
+                                                        "padding_id": 1}  # '<pad>' in their char.dic
+    del config["options"]["char_cnn"]["lexicon"], config["options"]["char_cnn"]["word_embedding"]
+    (old / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert pyelmo.load(str(old)).config == pyelmo.load(str(converted)).config
+    got = pyelmo.ElmoEmbedder(str(old)).embed_sentence(SENTENCES[3])
+    np.testing.assert_allclose(got, expected(3), atol=1e-5, rtol=0)

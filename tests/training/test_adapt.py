@@ -12,8 +12,10 @@ import torch
 from adaptation import FIXTURES, OPTIONS, WEIGHTS, adapt_config, corpus, corpus_data  # noqa: F401 (a fixture)
 from httpserver import FileServer
 from pyelmo.cli import main
+from pyelmo.modelio.lexicon import lexicon_ids
 from pyelmo.modelio.resolve import load
 from pyelmo.modelio.weights import load_bilm_hdf5, load_native_tensors, model_fingerprint
+from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.training.checkpoints import load_checkpoint
 from pyelmo.training.config import config_from_dict
@@ -156,9 +158,9 @@ def test_an_elmoformanylangs_model_adapts_and_keeps_its_lexicons(corpus, tmp_pat
     result = train(adapt_config(max_steps=4, freeze_bilm_steps=2), tmp_path / "run", data_dir=corpus,
                    init_from=str(converted))
     adapted = load(result.model_dir)
-    assert type(adapted).__name__ == "LexiconBiLM"
-    assert adapted.token_encoder.chars == source.token_encoder.chars
-    assert adapted.token_encoder.words == source.token_encoder.words
+    assert type(adapted) is type(source) is BiLM
+    assert lexicon_ids(adapted).chars == lexicon_ids(source).chars
+    assert lexicon_ids(adapted).words == lexicon_ids(source).words
     assert json.loads((result.model_dir / "config.json").read_text())["source"]["format"] == "elmoformanylangs"
     assert not torch.equal(_layers(adapted), _layers(source))
     capsys.readouterr()
@@ -202,3 +204,11 @@ def test_sources_that_cannot_be_adapted_are_one_line_errors(corpus, tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err, err
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+@pytest.mark.parametrize("field", ["n_lexicon_characters", "word_dim"])
+def test_a_new_model_has_no_lexicon_or_word_embedding(field):
+    from pyelmo.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"char_cnn.{field} must be 0 .*converted ELMoForManyLangs"):
+        config_from_dict({"char_cnn": {field: 5, "n_words" if field == "word_dim" else "lexicon_padding_id": 1}})

@@ -23,6 +23,7 @@ def export_bilm_hdf5(model: PathLike | None, outdir: PathLike, overwrite: bool =
 
     from pyelmo.errors import InputError
     from pyelmo.fileio import atomic_writer
+    from pyelmo.modelio.lexicon import lexicon_ids
     from pyelmo.modelio.weights import save_bilm_hdf5
 
     outdir = Path(outdir)
@@ -33,7 +34,7 @@ def export_bilm_hdf5(model: PathLike | None, outdir: PathLike, overwrite: bool =
         raise InputError(f"{outdir} already holds {', '.join(existing)} (use --overwrite to replace)")
     lm = LanguageModel.from_pretrained(model)
     vocab = lm.vocab
-    if hasattr(lm.bilm, "save_lexicons"):
+    if lexicon_ids(lm.bilm) is not None:
         raise InputError(f"{model} is an ELMoForManyLangs model (continued): its token encoder (their character "
                          "lexicon and a word embedding) has no place in the bilm-tf layout; use the folder itself")
     outdir.mkdir(parents=True, exist_ok=True)

@@ -57,11 +57,12 @@ class BiLM(nn.Module):
     differentiable runs without autograd, an enclosing autocast switched off (the plan picks the precision).
     """
 
-    def __init__(self, config: ElmoConfig, dropout: float = 0.0) -> None:
+    def __init__(self, config: ElmoConfig, dropout: float = 0.0, token_ids: nn.Module | None = None) -> None:
+        """``token_ids``: the token encoder's input module (:class:`~pyelmo.modeling.encoder.TokenEncoder`)."""
         super().__init__()
         self.config = config
         lstm = config.lstm
-        self.token_encoder = TokenEncoder(config.char_cnn, lstm.projection_dim)
+        self.token_encoder = TokenEncoder(config.char_cnn, lstm.projection_dim, token_ids)
         self.directions = nn.ModuleList(
             nn.ModuleList(
                 LstmWithProjection(lstm.projection_dim, lstm.dim, lstm.projection_dim, lstm.cell_clip, lstm.proj_clip)
@@ -130,8 +131,8 @@ class BiLM(nn.Module):
         return model.load_bilm()
 
     def with_dropout(self, dropout: float) -> "BiLM":
-        """A copy of this biLM (its weights) that trains with ``dropout``."""
-        copy = type(self)(self.config, dropout=dropout)
+        """A copy of this biLM (its weights and its token encoder's input module) that trains with ``dropout``."""
+        copy = type(self)(self.config, dropout=dropout, token_ids=self.token_encoder.token_ids)
         copy.load_state_dict(self.state_dict())
         return copy
 

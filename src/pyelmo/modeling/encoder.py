@@ -1,7 +1,12 @@
 """The token encoder (paper section 3.1 / bilm-tf ``CNN``): characters to a token vector.
 
 char embedding -> 1-D convolutions of several widths, max over positions, activation
--> highway layers -> linear projection. Its output is the biLM's layer 0.
+-> highway layers -> (a word embedding's vector before it, where the model has one) -> linear projection.
+Its output is the biLM's layer 0.
+
+Its input is ``batch_to_ids``' character ids; the module ``token_ids`` prepares what the embeddings look up:
+:class:`ByteIds` (those ids as they are) or, for a model whose characters and words are ids of lexicons
+(ELMoForManyLangs'), a module that maps each token to them (:class:`pyelmo.modelio.lexicon.LexiconIds`).
 
 The linear layers are the modules' own (``nn.Linear``, or the planned linears a plan swapped in). How the
 convolutions and their max over positions run is the module ``conv_max``: :class:`ConvMax` (one
@@ -37,11 +42,20 @@ class Highway(nn.Module):
         return gate * torch.relu(self.transform(x)) + (1 - gate) * x
 
 
+class ByteIds(nn.Module):
+    """The encoder's input as it comes: rows of ``batch_to_ids``' character ids, and no word ids."""
+
+    def forward(self, rows: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return rows, None
+
+
 class ConvMax(nn.Module):
     """Each convolution's max over positions, bias included, before the activation: ``(N, C) -> (N, n_filters)``,
-    one convolution per width (a module without weights: it runs the encoder's)."""
+    one convolution per width (a module without weights: it runs the encoder's). ``padding_id``: the
+    character id that pads a token's characters (only :class:`FusedConvMax` uses it, to skip windows)."""
 
-    def forward(self, char_embedding: nn.Embedding, convolutions: nn.ModuleList, char_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, char_embedding: nn.Embedding, convolutions: nn.ModuleList, char_ids: torch.Tensor,
+                padding_id: int) -> torch.Tensor:
         # (max rather than amax: the same values, and a backward pass that scatters to the argmax)
         chars = char_embedding(char_ids).transpose(1, 2)
         return torch.cat([conv(chars).max(dim=-1).values for conv in convolutions], dim=-1)
@@ -59,24 +73,34 @@ class FusedConvMax(ConvMax):
         weight, bias, groups = padded_conv_weights(convolutions)
         return (lambda x: x @ weight.t()), bias, groups, max(width for _, _, width in groups)
 
-    def forward(self, char_embedding, convolutions, char_ids):
-        return conv_max_gemm(char_embedding, char_ids, self.fused(convolutions))
+    def forward(self, char_embedding, convolutions, char_ids, padding_id):
+        return conv_max_gemm(char_embedding, char_ids, self.fused(convolutions), padding_id)
 
 
 class TokenEncoder(nn.Module):
-    """Maps character ids ``(..., max_chars)`` to context-independent token vectors ``(..., projection_dim)``."""
+    """Maps character ids ``(..., max_chars)`` to context-independent token vectors ``(..., projection_dim)``.
 
-    def __init__(self, config: CharCNNConfig, projection_dim: int) -> None:
+    ``config``: its sizes; the characters are the 262 byte ids, or ids of a lexicon
+    (``config.n_lexicon_characters``), and a word embedding (``config.word_dim``) is optional.
+    ``token_ids``: the module that prepares the embeddings' ids from the input (default :class:`ByteIds`).
+    """
+
+    def __init__(self, config: CharCNNConfig, projection_dim: int, token_ids: nn.Module | None = None) -> None:
         super().__init__()
         self.config = config
-        self.char_embedding = nn.Embedding(N_CHAR_IDS, config.embedding_dim, padding_idx=0,
-                                           _weight=_initial_char_embedding(N_CHAR_IDS, config.embedding_dim))
+        #: What the embeddings look up, from the input rows: ``(character ids, word ids or None)``.
+        self.token_ids = token_ids if token_ids is not None else ByteIds()
+        n_ids, padding_idx = (config.n_lexicon_characters, None) if config.n_lexicon_characters else (N_CHAR_IDS, 0)
+        self.padding_id = config.lexicon_padding_id if config.n_lexicon_characters else PAD_ID
+        self.char_embedding = nn.Embedding(n_ids, config.embedding_dim, padding_idx=padding_idx,
+                                           _weight=_initial_char_embedding(n_ids, config.embedding_dim, padding_idx))
         self.convolutions = nn.ModuleList(
             nn.Conv1d(config.embedding_dim, n_maps, kernel_size=width) for width, n_maps in config.filters
         )
         self.activation = torch.relu if config.activation == "relu" else torch.tanh
         self.highways = nn.ModuleList(Highway(config.n_filters) for _ in range(config.n_highway))
-        self.projection = nn.Linear(config.n_filters, projection_dim)
+        self.word_embedding = nn.Embedding(config.n_words, config.word_dim) if config.word_dim else None
+        self.projection = nn.Linear(config.word_dim + config.n_filters, projection_dim)
         #: How the convolutions and their max run (no weights; training and a plan swap in their own).
         self.conv_max: ConvMax = ConvMax()
 
@@ -87,12 +111,14 @@ class TokenEncoder(nn.Module):
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         shape = char_ids.shape[:-1]
-        rows = char_ids.reshape(-1, char_ids.shape[-1])
-        pooled = self.conv_max(self.char_embedding, self.convolutions, rows)
+        chars, words = self.token_ids(char_ids.reshape(-1, char_ids.shape[-1]))
+        pooled = self.conv_max(self.char_embedding, self.convolutions, chars, self.padding_id)
         # max over positions then activation (equal to activation then max for monotone activations)
         x = self.activation(pooled)
         for highway in self.highways:
             x = highway(x)
+        if self.word_embedding is not None:  # the word's vector first, then the characters'
+            x = torch.cat([self.word_embedding(words), x], dim=-1)
         return self.projection(x).reshape(*shape, -1)
 
 
@@ -136,20 +162,22 @@ def padded_conv_weights(convolutions: torch.nn.ModuleList) -> tuple[torch.Tensor
     return weight, torch.cat([conv.bias for conv in convolutions]), groups
 
 
-def _initial_char_embedding(n: int, dim: int) -> torch.Tensor:
-    """``nn.Embedding``'s initialisation (N(0, 1), the padding row 0), skipped on the ``meta`` device (a model
+def _initial_char_embedding(n: int, dim: int, padding_idx: int | None) -> torch.Tensor:
+    """``nn.Embedding``'s initialisation (N(0, 1), the padding row zero), skipped on the ``meta`` device (a model
     about to be loaded), where ``normal_`` would import ``torch._dynamo`` (~70 MB resident)."""
     weight = torch.empty(n, dim)
     if weight.device.type != "meta":
         nn.init.normal_(weight)
-        weight[0].zero_()
+        if padding_idx is not None:
+            weight[padding_idx].zero_()
     return weight
 
 
-def conv_max_gemm(char_embedding: torch.nn.Embedding, char_ids: torch.Tensor, fused: tuple) -> torch.Tensor:
+def conv_max_gemm(char_embedding: torch.nn.Embedding, char_ids: torch.Tensor, fused: tuple,
+                  padding_id: int = PAD_ID) -> torch.Tensor:
     """Every convolution's max over positions (bias included, before the activation): ``(N, C) -> (N, n_filters)``,
     from ``fused``: :meth:`FusedConvMax.fused`'s product (its results in the product's own precision), biases,
-    filter groups and widest width.
+    filter groups and widest width; ``padding_id``: the id that pads a token's characters.
 
     One product ``windows (N * positions, widest * emb) @ W^T`` gives every filter's
     response at every window start; each filter group's max runs over its valid starts
@@ -163,12 +191,12 @@ def conv_max_gemm(char_embedding: torch.nn.Embedding, char_ids: torch.Tensor, fu
     emb = char_embedding.embedding_dim
     # window starts computed one by one: 0 .. (the last non-padding character of any row)
     positions = torch.arange(1, n_chars + 1, device=char_ids.device)
-    starts = max(int((char_ids.ne(PAD_ID) * positions).amax()) if n_tokens else 0, 1)
+    starts = max(int((char_ids.ne(padding_id) * positions).amax()) if n_tokens else 0, 1)
     kept = min(n_chars, starts + widest - 1)  # the characters those windows read; zeros after the row's end
     chars = F.pad(char_embedding(char_ids[:, :kept]), (0, 0, 0, starts + widest - 1 - kept))
     windows = chars.unfold(1, widest, 1).transpose(2, 3).reshape(n_tokens * starts, widest * emb)
     responses = product(windows).view(n_tokens, starts, -1)  # bfloat16 in the bfloat16 mode
-    padding_window = char_embedding.weight[PAD_ID].repeat(widest)[None]  # (1, widest * emb)
+    padding_window = char_embedding.weight[padding_id].repeat(widest)[None]  # (1, widest * emb)
     padding_response = product(padding_window)[0]
     if starts <= n_chars - widest:  # every filter's windows are valid, and some hold padding only: one max
         # (under autograd ``max``, whose backward scatters to the argmax, rather than ``amax``'s tie masks)

@@ -9,10 +9,12 @@ concatenated before the projection. Their LSTM stack is AllenNLP's (skip connect
 layers, forget bias inside the bias).
 
 The converted folder is a native pyelmo folder (``config.json`` + ``model.safetensors``) with
-the two lexicons and an ``elmoformanylangs`` section in ``config.json``; ``pyelmo.load`` builds
-a ``LexiconBiLM`` (:mod:`pyelmo.modelio.lexicon`) from it, which takes the usual ``batch_to_ids``
-input (every API and command works unchanged) and maps each token to their ids in its token
-encoder, exactly as their ``create_one_batch`` does (including their ``<bow>``/``<eow>`` order).
+the two lexicons and an ``elmoformanylangs`` section in ``config.json``; its options size the
+character embedding by their lexicon (``char_cnn.lexicon``) and the word embedding
+(``char_cnn.word_embedding``). ``pyelmo.load`` builds pyelmo's ``BiLM`` from it, whose token
+encoder takes the usual ``batch_to_ids`` input (every API and command works unchanged, planned
+like any model) through :class:`pyelmo.modelio.lexicon.LexiconIds`, which maps each token to their
+ids exactly as their ``create_one_batch`` does (including their ``<bow>``/``<eow>`` order).
 
 Their encoder is stateful: in one ``sents2elmo`` call, each batch after the first starts from
 the states an earlier batch (in shuffled order) ended with. pyelmo is stateless, so its vectors
@@ -21,6 +23,7 @@ are those of their first batch of a fresh ``Embedder`` (``stateful=True`` carrie
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -32,7 +35,8 @@ from pyelmo.config import CharCNNConfig, ElmoConfig, LSTMConfig
 from pyelmo.errors import WeightFileError
 from pyelmo.fileio import PathLike
 from pyelmo.modelio.allennlp import highway_from_allennlp, lstm_direction, lstm_from_allennlp
-from pyelmo.modelio.lexicon import SECTION, LexiconBiLM, read_lexicon
+from pyelmo.modelio.lexicon import CHAR_LEXICON, SECTION, WORD_LEXICON, LexiconIds, read_lexicon, section
+from pyelmo.modeling.bilm import BiLM
 
 #: Their default network config (``configs/cnn_50_100_512_4096_sample.json`` and
 #: ``cnn_0_100_512_4096_sample.json`` in their package hold the same values), used when a model
@@ -138,8 +142,8 @@ def convert(src: PathLike, out: PathLike, language: str | None = None) -> Path:
                               f"(this one has {tok.get('name')!r} and {enc.get('name')!r})")
     if not tok.get("char_dim"):
         raise WeightFileError(f"{src}: a model without characters (char_dim 0) does not convert")
-    chars = read_lexicon(src / "char.dic")
-    words = read_lexicon(src / "word.dic") if tok.get("word_dim") else None
+    chars = read_lexicon(src / CHAR_LEXICON)
+    words = read_lexicon(src / WORD_LEXICON) if tok.get("word_dim") else None
     tensors = {**_encoder_tensors(_load_state(src / "token_embedder.pkl")),
                **_lstm_tensors(_load_state(src / "encoder.pkl"))}
     try:
@@ -147,35 +151,40 @@ def convert(src: PathLike, out: PathLike, language: str | None = None) -> Path:
         config = ElmoConfig(
             char_cnn=CharCNNConfig(filters=tuple(tuple(f) for f in tok["filters"]), n_highway=tok["n_highway"],
                                    embedding_dim=tok["char_dim"], activation=tok.get("activation", "relu"),
-                                   max_characters_per_token=BYTES_PER_CHAR * (max_chars - 2) + 2),
+                                   max_characters_per_token=BYTES_PER_CHAR * (max_chars - 2) + 2,
+                                   **_lexicon_sizes(tensors, chars, tok.get("word_dim") or 0, words is not None)),
             lstm=LSTMConfig(dim=enc["dim"], projection_dim=enc["projection_dim"], n_layers=enc["n_layers"],
                             cell_clip=enc.get("cell_clip"), proj_clip=enc.get("proj_clip"),
                             use_skip_connections=True))
-        section = {"char_lexicon": "char.dic", "word_lexicon": "word.dic" if words is not None else None,
-                   "n_chars": tensors["token_encoder.char_embedding.weight"].shape[0],
-                   "n_words": tensors["token_encoder.word_embedding.weight"].shape[0] if words is not None else 0,
-                   "char_dim": tok["char_dim"], "word_dim": tok.get("word_dim") or 0, "filters": tok["filters"],
-                   "n_highway": tok["n_highway"], "activation": tok.get("activation", "relu"),
-                   "max_characters_per_token": max_chars}
     except (KeyError, TypeError, ValueError) as exc:
         raise WeightFileError(f"{src}: network config lacks or mangles {exc}") from None
-    model = _build(config, section, chars, words, tensors, src)
+    model = _build(config, LexiconIds(chars, words, max_chars), tensors, src)
+    metadata = {**({"language": language} if language else {}),
+                SECTION: section(config.char_cnn, words is not None, max_chars)}
     tmp = out.with_name(f".{out.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        save_pretrained(model, tmp, metadata={**({"language": language} if language else {}), SECTION: section})
-        shutil.copyfile(src / "char.dic", tmp / "char.dic")
+        save_pretrained(model, tmp, metadata=metadata)
+        shutil.copyfile(src / CHAR_LEXICON, tmp / CHAR_LEXICON)
         if words is not None:
-            shutil.copyfile(src / "word.dic", tmp / "word.dic")
+            shutil.copyfile(src / WORD_LEXICON, tmp / WORD_LEXICON)
         tmp.rename(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
-def _build(config: ElmoConfig, section: dict, chars: dict[str, int], words: dict[str, int] | None,
-           tensors: dict[str, torch.Tensor], origin: PathLike, dropout: float = 0.0) -> LexiconBiLM:
-    model = LexiconBiLM(config, section, chars, words, dropout=dropout)
+def _lexicon_sizes(tensors: dict[str, torch.Tensor], chars: dict[str, int], word_dim: int, words: bool) -> dict:
+    """The ``CharCNNConfig`` fields of their lexicons: the character embedding's rows and padding id, the word
+    embedding's size and rows."""
+    n_words = tensors["token_encoder.word_embedding.weight"].shape[0] if words else 0
+    return {"n_lexicon_characters": tensors["token_encoder.char_embedding.weight"].shape[0],
+            "lexicon_padding_id": chars.get("<pad>", 0), "word_dim": word_dim if words else 0, "n_words": n_words}
+
+
+def _build(config: ElmoConfig, token_ids: LexiconIds, tensors: dict[str, torch.Tensor], origin: PathLike,
+           dropout: float = 0.0) -> BiLM:
+    model = BiLM(config, dropout=dropout, token_ids=token_ids)
     expected = model.state_dict()
     for name, target in expected.items():
         if name not in tensors:
@@ -192,16 +201,21 @@ def is_converted(config: dict) -> bool:
 
 
 def load_converted(directory: PathLike, dropout: float = 0.0, native: dict | None = None,
-                   tensors: dict[str, torch.Tensor] | None = None) -> LexiconBiLM:
+                   tensors: dict[str, torch.Tensor] | None = None) -> BiLM:
     """Load a folder written by ``convert`` (or continued from one by ``pyelmo train``); ``dropout``: for
     training; ``native``, ``tensors``: its ``config.json`` and weights when the caller has read them."""
     from pyelmo.modelio.weights import load_native_tensors, read_native_config
 
     directory = Path(directory)
     native = native if native is not None else read_native_config(directory)
-    section = native[SECTION]
-    chars = read_lexicon(directory / section["char_lexicon"])
-    words = read_lexicon(directory / section["word_lexicon"]) if section.get("word_lexicon") else None
+    lexicons = native[SECTION]
+    chars = read_lexicon(directory / lexicons["char_lexicon"])
+    words = read_lexicon(directory / lexicons["word_lexicon"]) if lexicons.get("word_lexicon") else None
     config = ElmoConfig.from_options(native["options"])
+    if not config.char_cnn.n_lexicon_characters:  # converted before the options said it: from the section
+        sizes = {"n_lexicon_characters": lexicons["n_chars"], "lexicon_padding_id": chars.get("<pad>", 0),
+                 "word_dim": lexicons["word_dim"] if words is not None else 0,
+                 "n_words": lexicons["n_words"] if words is not None else 0}
+        config = config.replace(char_cnn=dataclasses.replace(config.char_cnn, **sizes))
     tensors = tensors if tensors is not None else load_native_tensors(directory)
-    return _build(config, section, chars, words, tensors, directory, dropout)
+    return _build(config, LexiconIds(chars, words, lexicons["max_characters_per_token"]), tensors, directory, dropout)

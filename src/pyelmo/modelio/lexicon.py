@@ -1,5 +1,10 @@
-"""ELMoForManyLangs' token encoder on pyelmo's biLM: characters and words by their lexicons
-(:mod:`pyelmo.modelio.elmoformanylangs` converts their folders)."""
+"""ELMoForManyLangs' lexicons as the input of pyelmo's token encoder: each token's characters and word by
+their ids in ``char.dic`` and ``word.dic`` (:mod:`pyelmo.modelio.elmoformanylangs` converts their folders).
+
+Mapping pyelmo's byte ids to their ids is input preparation: :class:`LexiconIds` is the token encoder's
+``token_ids`` module (:class:`pyelmo.modeling.encoder.TokenEncoder`), whose character embedding, CNN and word
+embedding the config sizes (``char_cnn.n_lexicon_characters``, ``char_cnn.word_dim``).
+"""
 
 from __future__ import annotations
 
@@ -8,15 +13,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from pyelmo.config import ElmoConfig
+from pyelmo.config import CharCNNConfig
 from pyelmo.errors import WeightFileError
 from pyelmo.fileio import PathLike
-from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import BOS_CHAR, EOS_CHAR, EOW_CHAR
-from pyelmo.modeling.encoder import Highway
 
 #: The ``config.json`` section of a converted folder.
 SECTION = "elmoformanylangs"
+#: The lexicons' file names in a converted folder.
+CHAR_LEXICON, WORD_LEXICON = "char.dic", "word.dic"
 
 
 def read_lexicon(path: Path) -> dict[str, int]:
@@ -38,27 +43,19 @@ def read_lexicon(path: Path) -> dict[str, int]:
     return lexicon
 
 
-class LexiconTokenEncoder(nn.Module):
-    """Their ``ConvTokenEmbedder``: characters (ids in their lexicon) through a CNN and highways,
-    concatenated after a word embedding, projected. Takes pyelmo's byte ids and maps each token."""
+class LexiconIds(nn.Module):
+    """Rows of pyelmo's byte ids ``(R, C)`` -> their character ids ``(R, max_chars)`` and word ids ``(R,)``
+    (None without a word lexicon), exactly as their ``create_one_batch`` makes them (a module without
+    weights: the token encoder's ``token_ids``)."""
 
-    def __init__(self, chars: dict[str, int], words: dict[str, int] | None, n_chars: int, n_words: int,
-                 char_dim: int, word_dim: int, filters: list[list[int]], n_highway: int, activation: str,
-                 max_chars: int, projection_dim: int) -> None:
+    def __init__(self, chars: dict[str, int], words: dict[str, int] | None, max_chars: int) -> None:
         super().__init__()
-        self.chars, self.words, self.max_chars = chars, words, max_chars
         for special in ("<bow>", "<eow>", "<oov>", "<pad>", "<bos>", "<eos>"):
             if special not in chars:
                 raise WeightFileError(f"character lexicon lacks {special!r}")
         if words is not None and not {"<oov>", "<bos>", "<eos>"} <= words.keys():
             raise WeightFileError("word lexicon lacks '<oov>', '<bos>' or '<eos>'")
-        self.char_embedding = nn.Embedding(n_chars, char_dim)
-        self.word_embedding = nn.Embedding(n_words, word_dim) if words is not None else None
-        self.convolutions = nn.ModuleList(nn.Conv1d(char_dim, n, kernel_size=w) for w, n in filters)
-        self.activation = torch.relu if activation == "relu" else torch.tanh
-        n_filters = sum(n for _, n in filters)
-        self.highways = nn.ModuleList(Highway(n_filters) for _ in range(n_highway))
-        self.projection = nn.Linear(n_filters + (word_dim if words is not None else 0), projection_dim)
+        self.chars, self.words, self.max_chars = chars, words, max_chars
 
     def token_of(self, row: list[int]) -> str:
         """The token behind one row of pyelmo byte ids ('<bos>'/'<eos>' for the sentence markers)."""
@@ -74,8 +71,7 @@ class LexiconTokenEncoder(nn.Module):
             token = data.decode("utf-8", errors="replace")
         return token[: self.max_chars - 2]
 
-    def lexicon_ids(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Their character ids ``(R, max_chars)`` and word ids ``(R,)`` for rows of byte ids."""
+    def forward(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         c = self.chars
         # their create_one_batch looks up '<eow>' for the first position and '<bow>' for the last
         first, last, oov, pad = c["<eow>"], c["<bow>"], c["<oov>"], c["<pad>"]
@@ -90,48 +86,35 @@ class LexiconTokenEncoder(nn.Module):
             char_ids[r, : len(ids) + 2] = torch.tensor([first, *ids, last])
             if self.words is not None:
                 word_ids.append(self.words.get(token, self.words["<oov>"]))
-        return char_ids, (torch.tensor(word_ids, dtype=torch.long) if self.words is not None else None)
-
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        """``char_ids (..., max_chars)`` -> token vectors."""
-        shape = char_ids.shape[:-1]
-        ids, words = self.lexicon_ids(char_ids.reshape(-1, char_ids.shape[-1]).cpu())
-        device = self.projection.weight.device
-        chars = self.char_embedding(ids.to(device)).transpose(1, 2)
-        x = torch.cat([self.activation(conv(chars).max(dim=-1).values) for conv in self.convolutions], dim=-1)
-        for highway in self.highways:
-            x = highway(x)
-        if self.word_embedding is not None:
-            x = torch.cat([self.word_embedding(words.to(device)), x], dim=-1)
-        return self.projection(x).reshape(*shape, self.projection.out_features)
+        words = torch.tensor(word_ids, dtype=torch.long, device=rows.device) if self.words is not None else None
+        return char_ids.to(rows.device), words
 
 
-class LexiconBiLM(BiLM):
-    """pyelmo's biLM with their token encoder (the LSTM stack is pyelmo's own)."""
+def lexicon_ids(bilm: nn.Module) -> LexiconIds | None:
+    """The lexicons ``bilm``'s token encoder maps tokens by (a model converted from ELMoForManyLangs), or None."""
+    token_ids = getattr(bilm.token_encoder, "token_ids", None)
+    return token_ids if isinstance(token_ids, LexiconIds) else None
 
-    def __init__(self, config: ElmoConfig, section: dict, chars: dict[str, int], words: dict[str, int] | None,
-                 dropout: float = 0.0) -> None:
-        super().__init__(config, dropout=dropout)
-        self.section = section
-        self.token_encoder = LexiconTokenEncoder(
-            chars, words, section["n_chars"], section["n_words"], section["char_dim"], section["word_dim"],
-            section["filters"], section["n_highway"], section["activation"], section["max_characters_per_token"],
-            config.lstm.projection_dim)
 
-    def with_dropout(self, dropout: float) -> "LexiconBiLM":
-        """A copy of this biLM (its lexicons and weights) that trains with ``dropout``."""
-        e = self.token_encoder
-        copy = LexiconBiLM(self.config, self.section, e.chars, e.words, dropout=dropout)
-        copy.load_state_dict(self.state_dict())
-        return copy
+def save_lexicons(bilm: nn.Module, directory: PathLike) -> dict:
+    """Write the lexicons of ``bilm`` (if it has them: :func:`lexicon_ids`) into ``directory`` (atomically) as
+    their files; returns the ``config.json`` section that names them (``{}`` for a model without lexicons)."""
+    from pyelmo.fileio import write_text_atomic
 
-    def save_lexicons(self, directory: PathLike) -> dict:
-        """Write the lexicons into ``directory`` (atomically) as their files; returns the ``config.json`` section."""
-        from pyelmo.fileio import write_text_atomic
+    ids = lexicon_ids(bilm)
+    if ids is None:
+        return {}
+    for name, lexicon in ((CHAR_LEXICON, ids.chars), (WORD_LEXICON, ids.words)):
+        if lexicon is not None:  # the ideographic space is a lone id, as their files write it
+            lines = (f"{t}\t{i}" if t != "\u3000" else str(i) for t, i in lexicon.items())
+            write_text_atomic(Path(directory) / name, "".join(line + "\n" for line in lines))
+    return {SECTION: section(bilm.config.char_cnn, ids.words is not None, ids.max_chars)}
 
-        e = self.token_encoder
-        for name, lexicon in ((self.section["char_lexicon"], e.chars), (self.section.get("word_lexicon"), e.words)):
-            if name and lexicon is not None:  # the ideographic space is a lone id, as their files write it
-                lines = (f"{t}\t{i}" if t != "\u3000" else str(i) for t, i in lexicon.items())
-                write_text_atomic(Path(directory) / name, "".join(line + "\n" for line in lines))
-        return {SECTION: self.section}
+
+def section(c: CharCNNConfig, words: bool, max_chars: int) -> dict:
+    """The ``config.json`` section of a converted folder (``c``: its ``CharCNNConfig``; ``words``: whether it
+    has a word lexicon; ``max_chars``: their characters per token)."""
+    return {"char_lexicon": CHAR_LEXICON, "word_lexicon": WORD_LEXICON if words else None,
+            "n_chars": c.n_lexicon_characters, "n_words": c.n_words, "char_dim": c.embedding_dim,
+            "word_dim": c.word_dim, "filters": [list(f) for f in c.filters], "n_highway": c.n_highway,
+            "activation": c.activation, "max_characters_per_token": max_chars}

@@ -259,7 +259,7 @@ def _native_with_softmax(source: ResolvedModel, bilm: BiLM | None,
             return bilm, f.get_tensor("softmax.weight").float(), f.get_tensor("softmax.bias").float()
     native = read_native_config(folder)
     tensors = load_native_tensors(folder)
-    if source.format == "elmoformanylangs":  # continued from an ELMoForManyLangs model: their token encoder
+    if source.format == "elmoformanylangs":  # continued from an ELMoForManyLangs model: their lexicons
         bilm = elmoformanylangs.load_converted(folder, dropout, native, tensors)
     else:
         bilm = BiLM(config_from_options(native["options"], folder / CONFIG_NAME), dropout=dropout)

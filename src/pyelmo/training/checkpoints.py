@@ -121,6 +121,7 @@ def plot_metrics(metrics: Path, out: Path) -> None:
 def save_model_folder(model, vocab, directory: Path, meta: dict, source: dict | None = None) -> None:
     """A trained ``LanguageModel`` as a native model folder: the biLM, the softmax beside it, ``vocab.txt``;
     ``source`` (where the run started) and, without ``meta["language"]``, its language recorded in ``config.json``."""
+    from pyelmo.modelio.lexicon import lexicon_ids, save_lexicons
     from pyelmo.modelio.weights import save_pretrained
 
     meta = dict(meta)
@@ -128,9 +129,9 @@ def save_model_folder(model, vocab, directory: Path, meta: dict, source: dict | 
         meta["source"] = source
         if source.get("language") and "language" not in meta:  # data.language, when given, names the text
             meta["language"] = source["language"]
-    if hasattr(model.bilm, "save_lexicons"):  # continued from ELMoForManyLangs: their lexicons too
+    if lexicon_ids(model.bilm) is not None:  # continued from ELMoForManyLangs: their lexicons too
         directory.mkdir(parents=True, exist_ok=True)
-        meta.update(model.bilm.save_lexicons(directory))
+        meta.update(save_lexicons(model.bilm, directory))
     save_pretrained(model.bilm, directory, metadata=meta,
                     extra_tensors={"softmax.weight": model.softmax_weight, "softmax.bias": model.softmax_bias})
     vocab.save(directory / "vocab.txt")

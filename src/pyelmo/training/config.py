@@ -254,6 +254,9 @@ def validate(config: TrainConfig) -> None:
 
     c = config
     check("char_cnn.n_characters", c.char_cnn.n_characters == 262, "262 (training uses the padding id)")
+    lexicons = "0 (a model of lexicon ids makes no new model: --init-from a converted ELMoForManyLangs folder)"
+    check("char_cnn.n_lexicon_characters", c.char_cnn.n_lexicon_characters == 0, lexicons)
+    check("char_cnn.word_dim", c.char_cnn.word_dim == 0, lexicons)
     check("vocab.max_size", c.vocab.max_size >= 4, "at least 4")
     check("vocab.min_count", c.vocab.min_count >= 1, "at least 1")
     check("data.batch_tokens", c.data.batch_tokens >= 3, "at least 3")
