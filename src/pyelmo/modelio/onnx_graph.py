@@ -35,10 +35,12 @@ def check_exportable(bilm: nn.Module, name: str = "the model") -> None:
     """Refuse, in one line, a biLM the graph cannot state: another token encoder (a model converted from
     ELMoForManyLangs), or a planned model (its modules swapped for an execution plan's)."""
     from pyelmo.modeling.bilm import BiLM
-    from pyelmo.modeling.encoder import ConvMax, FusedConvMax, TokenEncoder
+    from pyelmo.modeling.encoder import ByteIds, ConvMax, FusedConvMax, TokenEncoder
     from pyelmo.modeling.lstm import Level
 
-    if hasattr(bilm, "save_lexicons") or not isinstance(bilm, BiLM) or type(bilm.token_encoder) is not TokenEncoder:
+    encoder = getattr(bilm, "token_encoder", None)
+    if not isinstance(bilm, BiLM) or type(encoder) is not TokenEncoder or type(encoder.token_ids) is not ByteIds \
+            or encoder.config.n_lexicon_characters or encoder.config.word_dim:
         raise InputError(f"{name} cannot be exported to ONNX: its token encoder is not pyelmo's character CNN "
                          "(a model converted from ELMoForManyLangs keeps their lexicons)")
     planned = [key or "the biLM" for key, module in bilm.named_modules()
