@@ -47,17 +47,22 @@ TRICKY = [
 ]
 
 
-def _node_tokens(texts: list[tuple[str, str]]) -> list:
-    """``[tokens, ids]`` of each ``(text, lang)`` by the page's text.js, run by Node."""
+def _node(script: str, given) -> object:
+    """What ``script`` prints (JSON) run by Node with the page's text.js as ``t`` and ``given`` as ``input``."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("no node on PATH: the page's tokenizer is checked with Node")
-    script = ("const t = require(process.argv[1]); const texts = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
-              "console.log(JSON.stringify(texts.map(([x, lang]) => { const k = t.tokenize(x, lang);"
-              " return [k, k.map((w) => t.tokenToIds(w))]; })));")
-    done = subprocess.run([node, "-e", script, str(TEXT_JS)], input=json.dumps(texts), capture_output=True,
+    script = ("const t = require(process.argv[1]); const input = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+              f"console.log(JSON.stringify({script}));")
+    done = subprocess.run([node, "-e", script, str(TEXT_JS)], input=json.dumps(given), capture_output=True,
                           text=True, encoding="utf-8", check=True, timeout=120)
     return json.loads(done.stdout)
+
+
+def _node_tokens(texts: list[tuple[str, str]]) -> list:
+    """``[tokens, ids]`` of each ``(text, lang)`` by the page's text.js."""
+    return _node("input.map(([x, lang]) => { const k = t.tokenize(x, lang); return [k, k.map((w) => t.tokenToIds(w))]; })",
+                 texts)
 
 
 def test_the_page_tokenizes_and_numbers_characters_as_python_does():
@@ -75,6 +80,24 @@ def test_the_page_tokenizes_and_numbers_characters_as_python_does():
         assert ids == [list(token_to_ids(token)) for token in tokens], t
     long_word = got[5][1][0]  # "a" + 30 "é": 61 bytes, cut at 48, inside a character
     assert long_word == [259, ord("a") + 1, *[0xC3 + 1, 0xA9 + 1] * 23, 0xC3 + 1, 260], long_word
+
+
+def test_the_page_pads_a_batch_as_batch_to_ids_does():
+    from pyelmo.modeling.characters import batch_to_ids
+
+    batch = [["The", "river", "bank", "."], ["Hi"], [], ["<S>", "x" * 60, "\u00e9\U0001F600"]]
+    got = _node("(({data, dims}) => [dims, Array.from(data, Number)])(t.batchToIds(input))", batch)
+    expected = batch_to_ids(batch)
+    assert got == [list(expected.shape), expected.flatten().tolist()]
+
+
+def test_the_generated_tokenizer_data_is_sacremoses_own():
+    """``moses-data.js`` is what ``scripts/make_web_text_data.py`` makes from the installed sacremoses."""
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_web_text_data.py"), "--check"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_chinese_words_separated_by_spaces_stay_the_words_python_segmented():
@@ -163,17 +186,17 @@ def _static_server(folder: Path):
 DONE = "() => document.getElementById('result').textContent !== '' || document.querySelector('#status.error')"
 
 
-def _python_values(embedder, word: str, sentences: list[str]) -> dict:
+def _python_values(embedder, word: str, sentences: list[str], lang: str = "en") -> dict:
     """What pyelmo in Python gives for the page's comparison: tokens, the word's vectors, the similarities."""
     from pyelmo.evaluation.demo import similarity_rows
     from pyelmo.evaluation.senses import find_word
 
-    tokens = [embedder.tokenize(s, "en") for s in sentences]
+    tokens = [embedder.tokenize(s, lang) for s in sentences]
     positions = [find_word(t, word) for t in tokens]
     outputs = embedder.embed_batch(tokens)
     vectors = [[out[layer, p].tolist() for out, p in zip(outputs, positions)] for layer in range(outputs[0].shape[0])]
     return {"tokens": tokens, "positions": positions, "vectors": vectors,
-            "similarities": similarity_rows(embedder, word, sentences, lang="en")[0].by_layer}
+            "similarities": similarity_rows(embedder, word, sentences, lang=lang)[0].by_layer}
 
 
 def _same(page: dict, python: dict) -> float:
@@ -187,19 +210,14 @@ def _same(page: dict, python: dict) -> float:
     return max(worst, *(abs(page["similarities"][k] - v) for k, v in python["similarities"].items()))
 
 
-@pytest.mark.slow
-def test_the_page_runs_elmo_in_chromium_as_python_does(english_page, tmp_path):
-    """Served by ``http.server`` alone and opened in a headless Chromium, the page computes the bank pair on
-    load, and the apple pair on its button, with the word's vectors and similarities of ``ElmoEmbedder``."""
+@contextmanager
+def _browser_page(folder: Path, errors: list[str]):
+    """``folder`` served by ``http.server`` and open in a headless Chromium (1000 x 800), its computation done;
+    its script and console errors go to ``errors``."""
     if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
         pytest.skip(f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium)")
     playwright = pytest.importorskip("playwright.sync_api")
-    from pyelmo.embedding.embedder import ElmoEmbedder
-    from pyelmo.evaluation.demo import SEED_PAIRS
-    from pyelmo.fileio import write_bytes_atomic
-
-    errors: list[str] = []
-    with _static_server(english_page) as url, playwright.sync_playwright() as p:
+    with _static_server(folder) as url, playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1000, "height": 800})
@@ -207,23 +225,56 @@ def test_the_page_runs_elmo_in_chromium_as_python_does(english_page, tmp_path):
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.goto(url)
             page.wait_for_function(DONE, timeout=120_000)
-            bank = json.loads(page.text_content("#result") or "{}")
-            status, shown = page.text_content("#status"), page.eval_on_selector_all(
-                "#similarities td.value", "els => els.map(e => [e.dataset.layer, e.textContent])")
-            screenshot = page.screenshot(full_page=True)
-            page.click('button.example:text-is("apple")')
-            page.wait_for_function("() => document.getElementById('word').value === 'apple'")
-            page.wait_for_function(DONE, timeout=60_000)
-            apple = json.loads(page.text_content("#result") or "{}")
+            yield page
         finally:
             browser.close()
+
+
+@pytest.mark.slow
+def test_the_page_runs_elmo_in_chromium_as_python_does(english_page, tmp_path):
+    """Served by ``http.server`` alone and opened in a headless Chromium, the page computes the bank pair on
+    load, and the apple pair on its button, with the word's vectors and similarities of ``ElmoEmbedder``."""
+    from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.evaluation.demo import SEED_PAIRS
+    from pyelmo.fileio import write_bytes_atomic
+
+    errors: list[str] = []
+    with _browser_page(english_page, errors) as page:
+        bank = json.loads(page.text_content("#result") or "{}")
+        status, shown = page.text_content("#status"), page.eval_on_selector_all(
+            "#similarities td.value", "els => els.map(e => [e.dataset.layer, e.textContent])")
+        screenshot = page.screenshot(full_page=True)
+        page.click('button.example:text-is("apple")')
+        page.wait_for_function("() => document.getElementById('word').value === 'apple'")
+        page.wait_for_function(DONE, timeout=60_000)
+        apple = json.loads(page.text_content("#result") or "{}")
     (tmp_path / "web.png").write_bytes(screenshot)
     write_bytes_atomic(SCREENSHOT, screenshot)
     assert not errors, errors
     assert status.startswith('Showing "bank"'), status
     embedder = ElmoEmbedder()
     assert _same(bank, _python_values(embedder, "bank", BANK)) <= 1e-4
-    assert _same(apple, _python_values(embedder, *(lambda w, s: (w, s[:2]))(*SEED_PAIRS[1]))) <= 1e-4
+    word, sentences = SEED_PAIRS[1]
+    assert _same(apple, _python_values(embedder, word, sentences[:2])) <= 1e-4
     assert dict(shown)["layer 0"] == "1.000" and bank["similarities"]["layer 2"] < 0.99  # context moves it
     assert abs(bank["similarities"]["layer 0"] - 1) < 1e-6
     assert len(screenshot) > 10_000
+
+
+@pytest.mark.slow
+def test_the_chinese_page_runs_the_chinese_model_as_python_does(tmp_path):
+    """The Chinese page opens on its first example, segmented at export, with the Chinese model's vectors."""
+    pytest.importorskip("jieba", reason="the Chinese examples are segmented by jieba (pip install 'pyelmo[zh]')")
+    from pyelmo.embedding.embedder import ElmoEmbedder
+    from pyelmo.evaluation.demo_zh import SEED_PAIRS
+
+    out = tmp_path / "zh"
+    assert main(["export", "--format", "web", str(out), "--model", "chinese"]) == 0
+    errors: list[str] = []
+    with _browser_page(out, errors) as page:
+        shown = json.loads(page.text_content("#result") or "{}")
+        texts = [page.text_content(s) for s in ("h1", "#status")]
+    assert not errors, errors
+    word, sentences = SEED_PAIRS[0]
+    assert texts[0].startswith("pyelmo 浏览器版") and texts[1].startswith(f"显示“{word}”"), texts
+    assert _same(shown, _python_values(ElmoEmbedder("chinese"), word, sentences[:2], "zh")) <= 1e-4
