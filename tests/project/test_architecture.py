@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("embedding", ["embedding"]),
     ("corpus", ["corpus"]),
     ("evaluation", ["evaluation"]),
-    ("applications", ["tasks", "serve", "integrations"]),
+    ("applications", ["tasks", "serve", "integrations", "web"]),
     ("training", ["training"]),
     ("interface", ["cli", "__main__", "__init__"]),
 ]

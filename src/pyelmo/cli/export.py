@@ -13,6 +13,12 @@ int64 from batch_to_ids, without <S>/</S> -> ``layers`` (layers, batch, tokens, 
 
   pyelmo export --format onnx elmo-onnx --model english
 
+``--format web`` writes a static page that runs the model in the browser (ONNX Runtime Web, no pyelmo
+process): index.html, the page's scripts, model.onnx and onnxruntime-web's files into OUTDIR; serve it with
+any static server (a Chinese model gets a Chinese page, its input words separated by spaces):
+
+  pyelmo export --format web elmo-web --model english && cd elmo-web && python -m http.server
+
 Without --model the shipped English model is exported.
 """
 
@@ -56,15 +62,26 @@ def _onnx(args: argparse.Namespace) -> str:
     return f"wrote {done['folder']}/model.onnx ({done['bytes'] / 1e6:.1f} MB), config.json in {done['seconds']:.1f} s"
 
 
+def _web(args: argparse.Namespace) -> str:
+    from pyelmo.web.export import export_web
+
+    model, weight_file = model_source(args)
+    done = export_web(model, args.outdir, weight_file=weight_file, overwrite=args.overwrite)
+    return (f"wrote {done['folder']}/index.html with model.onnx and onnxruntime-web ({done['bytes'] / 1e6:.1f} MB) "
+            f"in {done['seconds']:.1f} s; serve it: cd {done['folder']} && python -m http.server")
+
+
 #: The output layouts, by ``--format`` name (the first is the default).
 FORMATS: dict[str, ExportFormat] = {f.name: f for f in (
     ExportFormat("bilm-hdf5", "the released bilm-tf layout, with the softmax and vocabulary", _bilm_hdf5),
     ExportFormat("onnx", "the biLM as an ONNX graph (model.onnx + config.json), for ONNX Runtime", _onnx, True),
+    ExportFormat("web", "a static page running the biLM in the browser (index.html, model.onnx, onnxruntime-web)",
+                 _web, True),
 )}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("export", help="export a model (bilm-tf HDF5 layout, or ONNX)", description=__doc__,
+    p = subparsers.add_parser("export", help="export a model (bilm-tf HDF5 layout, ONNX, or a web page)", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     positionals_anywhere(p)
     p.add_argument("outdir", metavar="OUTDIR", help="output directory")
@@ -75,8 +92,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_model_arguments(p, released=False)
     group = next(g for g in p._action_groups if g.title and g.title.startswith("model"))
     group.add_argument("--options-file", metavar="JSON",
-                       help="with --format onnx: a released-format options file (with --weight-file)")
-    group.add_argument("--weight-file", metavar="HDF5", help="with --format onnx: its bilm-tf weight file")
+                       help="with --format onnx or web: a released-format options file (with --weight-file)")
+    group.add_argument("--weight-file", metavar="HDF5", help="with --format onnx or web: its bilm-tf weight file")
     p.set_defaults(func=run)
 
 
@@ -84,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from pyelmo.errors import InputError
 
     config = Path(args.outdir) / "config.json"
-    if config.is_file() and not (args.format == "onnx" and _is_onnx_export(config)):
+    if config.is_file() and not (args.format in ("onnx", "web") and _is_onnx_export(config)):
         given = args.model or args.options_file
         hint = "" if given else f": pyelmo export --model {args.outdir} OUTDIR"
         raise InputError(f"{args.outdir} is a model directory, not an output folder{hint}")
