@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from pyelmo.runtime.precision import Quantization
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: The shipped model's int8 rule in these measurements (its gate products and highways quantized).
@@ -87,10 +89,10 @@ def cosine(args: argparse.Namespace) -> None:
             torch.manual_seed(0)
             model = BiLM(preset(size)).eval()
         exact = ElmoEmbedder(model).embed_sentences(sentences[:n])
-        int8 = ElmoEmbedder(model, precision="int8", int8_min_weight=rule)
+        int8 = ElmoEmbedder(model, precision="int8", quantization=Quantization.of(rule))
         rows = _per_layer(list(exact), list(int8.embed_sentences(sentences[:n])))
         quantized = sorted({f"{w[0]}x{w[1]}" for (_, w), k in int8.options.products.decisions.items() if k == "int8"})
-        label = f"{name}, int8_min_weight {int8.options.plan.int8_min_weight}"
+        label = f"{name}, int8_min_weight {int8.options.plan.quantization.min_weight}"
         out["models"][label] = {"sentences": n, "quantized weights": quantized, "layers": rows}
         print(f"{label} ({n} sentences; int8: {', '.join(quantized) or 'none'})")
         for r in rows:
@@ -104,7 +106,7 @@ def senses(args: argparse.Namespace) -> None:
 
     examples = read_sense_examples(Path(__file__).resolve().parents[1] / "tests" / "data" / "senses.tsv")
     out = {"machine": _machine(), "examples": len(examples)}
-    for label, kwargs in (("exact", {}), ("int8", {"precision": "int8", "int8_min_weight": INT8_RULE})):
+    for label, kwargs in (("exact", {}), ("int8", {"precision": "int8", "quantization": Quantization(INT8_RULE)})):
         out[label] = sense_accuracy_per_layer(ElmoEmbedder(**kwargs), examples)
         print(label, {k: round(100 * v, 1) for k, v in out[label].items()})
     _merge(Path(args.results), "senses", out)
@@ -117,7 +119,7 @@ def pos(args: argparse.Namespace) -> None:
 
     brown = registry_source("brown", None)
     out = {"machine": _machine()}
-    for label, kwargs in (("exact", {}), ("int8", {"precision": "int8", "int8_min_weight": INT8_RULE})):
+    for label, kwargs in (("exact", {}), ("int8", {"precision": "int8", "quantization": Quantization(INT8_RULE)})):
         result = evaluate_pos(ElmoEmbedder(**kwargs), brown, None, progress=False)
         out[label] = {m: r["accuracy"] for m, r in result["methods"].items()}
         print(label, {k: round(100 * v, 2) for k, v in out[label].items()})

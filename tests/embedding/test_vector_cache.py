@@ -7,6 +7,7 @@ import pytest
 
 from pyelmo.embedding.vector_cache import VectorCache, cache_key, plan_vectors_key
 from pyelmo.runtime.plan import ExecutionPlan
+from pyelmo.runtime.precision import Quantization
 
 INPUTS = [["the", "bank"], ["a", "river", "bank"]]
 
@@ -73,7 +74,7 @@ def test_evaluation_vectors_rebuild_a_damaged_entry(tiny_model, tmp_path, monkey
     again = common.token_vectors(tiny_model, sents, cache_dir=tmp_path, tag="t", progress=False)
     assert calls and np.array_equal(first, again)  # computed again, the same values
     assert VectorCache.load(entry, ("vectors",)) is not None  # and the entry rewritten
-    common.token_vectors(ElmoEmbedder(tiny_model, precision="int8", int8_min_weight=1), sents, cache_dir=tmp_path, tag="t",
+    common.token_vectors(ElmoEmbedder(tiny_model, precision="int8", quantization=Quantization(1)), sents, cache_dir=tmp_path, tag="t",
                          progress=False)
     assert len(list(tmp_path.glob("t-*.npz"))) == 2  # another plan's vectors: another entry
 

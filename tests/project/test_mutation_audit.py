@@ -13,6 +13,7 @@ from pyelmo.cli import main
 from pyelmo.modelio.resolve import load
 from pyelmo.modelio.weights import model_fingerprint
 from pyelmo.runtime.plan import ExecutionPlan
+from pyelmo.runtime.precision import Quantization
 from pyelmo.runtime.linear import PLANNED
 from pyelmo.runtime.products import Products
 from pyelmo.tasks.metrics import squad_metrics
@@ -144,7 +145,7 @@ def test_int8_weights_are_scaled_per_output_channel():
     torch.manual_seed(0)
     w = torch.randn(512, 512) * torch.cat([torch.ones(256, 1), torch.full((256, 1), 1e-3)])
     x = torch.randn(4, 512)
-    products = Products(ExecutionPlan(precision="int8", int8_min_weight=0))
+    products = Products(ExecutionPlan(precision="int8", quantization=Quantization(0)))
     y, exact = PLANNED[products.precision_of(w)](w, None, products)(x), x @ w.T
     assert set(products.decisions.values()) == {"int8"}
     for rows in (slice(0, 256), slice(256, 512)):  # the large rows' outputs and the small rows'

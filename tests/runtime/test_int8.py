@@ -23,6 +23,7 @@ from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.modelio.weights import model_fingerprint, save_bilm_hdf5
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import INT8_MIN_WEIGHT, ExecutionPlan
+from pyelmo.runtime.precision import Quantization
 from pyelmo.runtime.linear import ExactLinear, Int8Linear
 from pyelmo.runtime.linear import PLANNED
 from pyelmo.runtime.planning import plan_model, planned_products
@@ -55,9 +56,9 @@ def released_files(model, tmp_path_factory):
 
 def test_the_rule_names_the_large_weights():
     plan = ExecutionPlan.for_machine(precision="int8")
-    assert plan.int8_min_weight == INT8_MIN_WEIGHT
+    assert plan.quantization == Quantization() and plan.quantization.min_weight == INT8_MIN_WEIGHT
     assert plan.quantized((2048, 128)) and not plan.quantized((128, 512))
-    assert ExecutionPlan.for_machine(precision="int8", int8_min_weight=0).quantized((4, 4))
+    assert ExecutionPlan.for_machine(precision="int8", quantization=Quantization(0)).quantized((4, 4))
     assert not ExecutionPlan.for_machine().quantized((16384, 512))  # the exact default quantizes nothing
     assert "precision=int8" in plan.summary() and f"int8_min_weight={INT8_MIN_WEIGHT}" in plan.summary()
     assert plan.vectors_key and not ExecutionPlan.for_machine().vectors_key
@@ -65,13 +66,22 @@ def test_the_rule_names_the_large_weights():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"precision": "int8", "device": "cuda"}, "CPU only"),
-    ({"int8_min_weight": 10}, "int8"),
-    ({"precision": "int8", "int8_min_weight": -1}, ">= 0"),
+    ({"quantization": Quantization(10)}, "int8"),
+    ({"precision": "float32", "quantization": Quantization(10)}, "quantizing precision"),
     ({"precision": "int4"}, "precision"),
 ])
 def test_bad_plans_are_refused(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         ExecutionPlan.for_machine(**kwargs)
+
+
+def test_a_negative_rule_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match=">= 0") as refused:
+        Quantization(-1)
+    assert len(str(refused.value).splitlines()) == 1 and "--int8-min-weight" in str(refused.value)
+    assert Quantization.of(None) is None and Quantization.of(0) == Quantization(0)
+    with pytest.raises(TypeError, match="Quantization"):  # the rule is one object, not a bare number
+        ExecutionPlan.for_machine(precision="int8", quantization=0)
 
 
 def test_each_row_keeps_its_resolution():
@@ -103,7 +113,7 @@ def test_vectors_close_to_exact_and_the_same_bits_every_time(model):
 def test_every_product_in_int8(tiny_model, allennlp_reference):
     batch = allennlp_reference.batch(0)
     exact = ElmoEmbedder(tiny_model).embed_batch(batch)
-    embedder = ElmoEmbedder(tiny_model, precision="int8", int8_min_weight=0)
+    embedder = ElmoEmbedder(tiny_model, precision="int8", quantization=Quantization(0))
     int8 = embedder.embed_batch(batch)
     assert {"int8"} == set(embedder.options.products.decisions.values())
     for e, q in zip(exact, int8):
@@ -161,7 +171,8 @@ def test_embed_records_int8_and_refuses_bad_plans(released_files, tmp_path):
         assert q.attrs["model_sha1"] == e.attrs["model_sha1"]
         for key in ("0", "1", "2"):
             assert cosines(e[key][...], q[key][...]).min() > 0.999
-    for bad in (["--precision", "int8", "--bf16"], ["--int8-min-weight", "5"], ["--precision", "int8", "--device", "cuda"]):
+    for bad in (["--precision", "int8", "--bf16"], ["--int8-min-weight", "5"], ["--precision", "int8", "--device", "cuda"],
+                ["--precision", "int8", "--int8-min-weight", "-1"]):
         proc = _embed(["in.txt", "bad.hdf5", *model, *bad], tmp_path)
         usage = "--bf16" in bad  # two precisions: a usage error of the arguments (exit 2)
         assert proc.returncode == (2 if usage else 1) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -252,6 +263,6 @@ def test_int8_vectors_do_not_depend_on_the_batch(model, min_weight):
     """A sentence's int8 vectors are the same whichever sentences share its batch, as float32's are (within
     float32's own rounding): each row is quantized on its own scale and range, never the batch's."""
     float32 = _largest_batching_difference(model)
-    int8 = _largest_batching_difference(model, precision="int8", int8_min_weight=min_weight)
+    int8 = _largest_batching_difference(model, precision="int8", quantization=Quantization.of(min_weight))
     assert float32 < 1e-5, float32
     assert int8 <= max(2 * float32, 1e-5), (int8, float32)

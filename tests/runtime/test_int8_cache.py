@@ -15,6 +15,7 @@ from pyelmo.modelio.weights import save_pretrained
 from pyelmo.runtime import int8_cache
 from pyelmo.runtime.int8_cache import Int8WeightCache, int8_key
 from pyelmo.runtime.plan import ExecutionPlan
+from pyelmo.runtime.precision import Quantization
 
 SENTENCES = [["The", "bank", "raised", "its", "rates", "."], ["We", "sat", "on", "the", "river", "bank"]]
 #: the gates (4 * 512, 128) are quantized by the default rule, the rest stays float32: 2 levels x 2 directions x
@@ -68,7 +69,7 @@ def test_another_plans_settings_miss(folder, cache):
     path, quantized = cache
     vectors(folder)
     assert len(quantized) == N
-    vectors(folder, int8_min_weight=2**16)  # another rule (the projections too): another entry, quantized afresh
+    vectors(folder, quantization=Quantization(2**16))  # another rule (the projections too): another entry, quantized afresh
     assert quantized[N:].count((2048, 128)) == N and (128, 512) in quantized[N:] and len(entries(path)) == 2
     plan = ExecutionPlan.for_machine(precision="int8")
     keys = [int8_key("m", plan, True), int8_key("m", plan, False), int8_key("other", plan, True)]

@@ -13,6 +13,7 @@ from pyelmo.runtime.linear import PLANNED, BFloat16Linear, ExactLinear, Int8Line
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.planning import plan_model
 from pyelmo.runtime.plan import ExecutionPlan
+from pyelmo.runtime.precision import Quantization
 
 SENTENCES = [["the", "cat", "sat"], ["a"], ["bank", "of", "the", "river", "bank"]]
 
@@ -26,7 +27,7 @@ def test_each_precision_has_one_registered_class():
 
 
 @pytest.mark.parametrize("plan", [ExecutionPlan(), ExecutionPlan(kernels="mm"),
-                                  ExecutionPlan(precision="int8", int8_min_weight=0)])
+                                  ExecutionPlan(precision="int8", quantization=Quantization(0))])
 def test_a_planned_linear_computes_the_linear(plan):
     torch.manual_seed(0)
     linear = nn.Linear(24, 40)
@@ -86,7 +87,7 @@ def _other_weights(model):
 def _planned_copy(model, precision: str):
     import copy
 
-    options = RunOptions.inference(precision=precision, **({"int8_min_weight": 0} if precision == "int8" else {}))
+    options = RunOptions.inference(precision=precision, **({"quantization": Quantization(0)} if precision == "int8" else {}))
     return plan_model(copy.deepcopy(model), options), options
 
 
@@ -132,7 +133,7 @@ def test_an_int8_planned_bilm_refuses_a_state_dict_without_its_float_weights(tin
         planned.load_state_dict({**state, "directions.0.0.input_gates.weight": torch.zeros(3, 3)})
 
 
-@pytest.mark.parametrize("plan", [ExecutionPlan(kernels="onednn"), ExecutionPlan(precision="int8", int8_min_weight=0)])
+@pytest.mark.parametrize("plan", [ExecutionPlan(kernels="onednn"), ExecutionPlan(precision="int8", quantization=Quantization(0))])
 def test_an_elmo_that_has_run_copies_and_the_copy_gives_the_same_bits(tiny_model, tmp_path, plan):
     import copy
 

@@ -88,9 +88,10 @@ def test_old_spellings_read_as_the_one_spelling():
 
 
 def test_cache_parts_as_before():
-    assert precision.FLOAT32.cache_part(5) == "" and precision.BFLOAT16.cache_part(5) == "bfloat16"
-    assert precision.INT8.cache_part(5) == "int8:5"
-    assert ExecutionPlan.for_machine(precision="int8", int8_min_weight=7).vectors_key == "int8:7"
+    rule = precision.Quantization(5)
+    assert precision.FLOAT32.cache_part(rule) == "" and precision.BFLOAT16.cache_part(rule) == "bfloat16"
+    assert precision.INT8.cache_part(rule) == "int8:5" and precision.INT8.cache_part() == f"int8:{2**18}"
+    assert ExecutionPlan.for_machine(precision="int8", quantization=precision.Quantization(7)).vectors_key == "int8:7"
     assert ExecutionPlan.for_machine().vectors_key == ""
 
 
@@ -141,7 +142,7 @@ def test_task_config_with_the_old_spelling_loads(tmp_path):
                BiLMSource(str(OPTIONS), str(WEIGHTS)), str(tmp_path / "vec.txt"))
     config = tmp_path / "model" / "config.json"
     saved = json.loads(config.read_text())
-    assert saved["options"]["precision"] == "float32"
+    assert saved["options"]["precision"] == "float32" and saved["options"]["int8_min_weight"] is None
     test = read_classify(tmp_path / "test.tsv")
     before = load_task(tmp_path / "model", progress=False).predict(test)
     saved["options"]["precision"] = "torch.float32"  # as a file written before might say
@@ -150,3 +151,14 @@ def test_task_config_with_the_old_spelling_loads(tmp_path):
     assert features_plan("torch.float32").precision == "float32"
     with pytest.raises(InputError, match="float32, int8"):
         features_plan("bfloat16")  # task models take the precisions registered for them only
+
+
+def test_task_options_record_the_quantization_rule_as_int8_min_weight():
+    """config.json keeps its ``options.int8_min_weight`` (null: the default rule), last as before."""
+    from pyelmo.tasks.options import TrainOptions
+
+    assert TrainOptions().saved()["int8_min_weight"] is None
+    saved = TrainOptions(precision="int8", quantization=precision.Quantization(0)).saved()
+    assert list(saved)[-2:] == ["precision", "int8_min_weight"] and saved["int8_min_weight"] == 0
+    assert "quantization" not in saved and "progress" not in saved and "cache_dir" not in saved
+    assert TrainOptions(precision="int8", quantization=precision.Quantization(0)).plan().quantization.min_weight == 0

@@ -550,3 +550,30 @@ def test_fuzzed_requests_never_get_a_server_error(service):
                 check()
     assert set(statuses) == {op.path for op in operations}, statuses  # every operation was called
     assert set(non_finite) >= set(VALID), non_finite
+
+
+@pytest.mark.parametrize("flags, rule", [([], None), (["--int8-min-weight", "0"], {"min_weight": 0})])
+def test_the_command_lines_int8_rule_reaches_the_workers_as_one_rule(monkeypatch, capsys, flags, rule):
+    """``--int8-min-weight N`` travels in the workers' JSON settings as the rule (``{"min_weight": N}``, null
+    when not given) and reaches ``build_service`` as a :class:`~pyelmo.runtime.precision.Quantization`."""
+    import json
+
+    from pyelmo.cli import main
+    from pyelmo.runtime.precision import Quantization
+    from pyelmo.serve import app as serve_app
+    from pyelmo.serve import process
+
+    got = {}
+    monkeypatch.setattr(process, "run_server",
+                        lambda settings, **kw: got.update(settings=json.loads(json.dumps(settings))))
+    assert main(["serve", "--precision", "int8", *flags, "--host", "127.0.0.1", "--port", "0"]) == 0
+    assert got["settings"]["quantization"] == rule and "int8_min_weight" not in got["settings"]
+    monkeypatch.setattr(serve_app, "build_service", lambda model, weight_file, **kw: got.update(built=kw) or "service")
+    monkeypatch.setattr(serve_app, "create_app", lambda service: service)
+    assert serve_app.app_from_settings({k: v for k, v in got["settings"].items() if k != "threads"}) == "service"
+    assert got["built"]["quantization"] == (rule and Quantization(**rule)) and got["built"]["precision"] == "int8"
+    for bad in (["--precision", "int8", "--int8-min-weight", "-1"], ["--int8-min-weight", "5"]):
+        capsys.readouterr()
+        assert main(["serve", *bad, "--host", "127.0.0.1", "--port", "0"]) == 1
+        err = capsys.readouterr().err
+        assert "--int8-min-weight" in err and len(err.strip().splitlines()) == 1, err

@@ -20,6 +20,7 @@ from pyelmo.lm.predict import WordPredictor  # noqa: E402
 from pyelmo.modeling.bilm import BiLM  # noqa: E402
 from pyelmo.runtime.linear import PLANNED, PlannedLinear  # noqa: E402
 from pyelmo.runtime.options import RunOptions  # noqa: E402
+from pyelmo.runtime.precision import Quantization  # noqa: E402
 from pyelmo.serve import build_service, create_app  # noqa: E402
 from lmfolder import lm_folder  # noqa: E402
 
@@ -59,7 +60,7 @@ def reference(model_dir, options: RunOptions):
 
 @pytest.mark.parametrize("precision", ["float32", "int8"])
 def test_one_bilm_and_predict_runs_at_the_servers_precision(model_dir, tmp_path, precision):
-    quantize_all = {"int8_min_weight": 0} if precision == "int8" else {}  # every product, however small
+    quantize_all = {"quantization": Quantization(0)} if precision == "int8" else {}  # every product, however small
     (want, top), (exact, _) = (reference(model_dir, RunOptions.inference(precision=precision, **quantize_all)),
                                reference(model_dir, RunOptions.inference()))
     service = build_service(str(model_dir), precision=precision, cache_dir=tmp_path / "cache", **quantize_all)
@@ -88,7 +89,7 @@ def test_one_bilm_and_predict_runs_at_the_servers_precision(model_dir, tmp_path,
 
 @pytest.mark.parametrize("precision", ["float32", "int8"])
 def test_embed_and_predict_requests_run_the_one_planned_bilm_and_copy_nothing(model_dir, tmp_path, precision):
-    quantize_all = {"int8_min_weight": 0} if precision == "int8" else {}
+    quantize_all = {"quantization": Quantization(0)} if precision == "int8" else {}
     service = build_service(str(model_dir), precision=precision, cache_dir=tmp_path / "cache", **quantize_all)
     try:
         model, options = service.embedder.model, service.embedder.options

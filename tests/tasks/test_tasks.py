@@ -18,6 +18,7 @@ import torch
 from taskdata import BILM_ARGS, FILL, NEG, OPTIONS, OTHER_OPTIONS, OTHER_WEIGHTS, POS, WEIGHTS, write_task_data
 from pyelmo.cli import main
 from pyelmo.errors import InputError
+from pyelmo.runtime.precision import Quantization
 from pyelmo.tasks.data import read_classify, read_tagged
 from pyelmo.tasks.options import BiLMSource, TrainOptions
 from pyelmo.tasks.static import read_text_vectors
@@ -574,7 +575,7 @@ def test_a_layer_cache_of_a_planned_bilm_runs_it_as_it_is_with_the_same_layers(t
     from pyelmo.tasks.features import LayerCache
 
     sentences = [("The", "cat", "sat", "."), ("A", "dog", "."), ("Birds", "fly", "over", "the", "river", ".")]
-    plan = ExecutionPlan.for_machine(precision=precision, **({"int8_min_weight": 0} if precision == "int8" else {}))
+    plan = ExecutionPlan.for_machine(precision=precision, **({"quantization": Quantization(0)} if precision == "int8" else {}))
     owned_model = copy.deepcopy(tiny_model)
     fingerprint = model_fingerprint(owned_model)  # of the weights as loaded, before the plan
     handed = LayerCache(copy.deepcopy(tiny_model), dtype=np.float32, progress=False, plan=plan)

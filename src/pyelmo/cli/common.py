@@ -68,16 +68,25 @@ def add_precision_arguments(group, tasks: bool = False, help: str = "", min_weig
                                 "benchmarks/RESULTS.md)")
 
 
+def quantization(args: argparse.Namespace):
+    """The quantization rule of --int8-min-weight (:class:`pyelmo.runtime.precision.Quantization`; ``None`` when
+    not given: the plan's default), the one place the flag becomes the rule; a negative N is a one-line error."""
+    from pyelmo.runtime.precision import Quantization
+
+    return Quantization.of(getattr(args, "int8_min_weight", None))
+
+
 def check_precision(args: argparse.Namespace) -> None:
     """--precision and --int8-min-weight checked before any work (for commands that load the model later)."""
     from pyelmo.runtime.plan import ExecutionPlan
 
-    ExecutionPlan.for_machine(precision=args.precision, int8_min_weight=args.int8_min_weight)
+    ExecutionPlan.for_machine(precision=args.precision, quantization=quantization(args))
 
 
 def plan_settings(args: argparse.Namespace) -> dict:
-    """The ``ElmoEmbedder``/``RunOptions.inference`` keyword arguments of the execution-plan flags."""
-    settings = {"precision": getattr(args, "precision", None), "int8_min_weight": getattr(args, "int8_min_weight", None)}
+    """The ``ElmoEmbedder``/``RunOptions.inference`` keyword arguments of the execution-plan flags
+    (``precision``, ``quantization``; ``kernels`` and ``int8_cache`` where the command has those flags)."""
+    settings = {"precision": getattr(args, "precision", None), "quantization": quantization(args)}
     if hasattr(args, "kernels"):
         settings["kernels"] = args.kernels
     if hasattr(args, "int8_cache"):

@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_command(args: argparse.Namespace) -> int:
     import torch
 
-    from pyelmo.cli.common import check_precision, model_source
+    from pyelmo.cli.common import check_precision, model_source, plan_settings
     from pyelmo.errors import InputError
     from pyelmo.evaluation.run import run_evaluation
     from pyelmo.embedding.embedder import ElmoEmbedder
@@ -76,8 +76,7 @@ def run_command(args: argparse.Namespace) -> int:
     check_precision(args)
     source = resolve_model(model_arg, weight_file)
     # loaded and planned once, by the embedder the evaluations run
-    model = ElmoEmbedder(source, batch_size=args.batch_size, precision=args.precision,
-                         int8_min_weight=args.int8_min_weight)
+    model = ElmoEmbedder(source, batch_size=args.batch_size, **plan_settings(args))
     tasks = NAMES if args.task == "all" else (args.task,)
     results = run_evaluation(model, tasks, _options(args, out, source, weight_file))
     for task, res in results.items():
@@ -104,6 +103,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 def _options(args: argparse.Namespace, out: Path, source, weight_file: str | None):
     """The ``EvalOptions`` of the command line (``source``: the resolved model)."""
+    from pyelmo.cli.common import quantization
     from pyelmo.evaluation.common import default_cache_dir
     from pyelmo.evaluation.run import EvalOptions, model_directory
     from pyelmo.evaluation.static import Word2VecOptions
@@ -131,5 +131,5 @@ def _options(args: argparse.Namespace, out: Path, source, weight_file: str | Non
         wsd_max_lemmas=args.wsd_max_lemmas or None,
         neighbours_k=args.neighbours,
         model_source=source.describe() + (f" + {weight_file}" if weight_file else ""),
-        precision=args.precision, int8_min_weight=args.int8_min_weight,
+        precision=args.precision, quantization=quantization(args),
     )

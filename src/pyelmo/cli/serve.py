@@ -64,7 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from pyelmo.cli.common import check_precision, model_source
+    from dataclasses import asdict
+
+    from pyelmo.cli.common import check_precision, model_source, quantization
     from pyelmo.errors import InputError
     from pyelmo.serve.process import check_address, check_serve_extra, run_server
 
@@ -82,10 +84,12 @@ def run(args: argparse.Namespace) -> int:
     check_lang(args.lang)  # --lang zh|ja|th: its segmenter is installed
     check_address(args.host, args.port)
     check_precision(args)  # before the workers start
+    rule = quantization(args)
 
     model, weight_file = model_source(args)  # no --model: build_service resolves the shipped model of --lang
     settings = {"model": model, "weight_file": weight_file, "lang": args.lang, "threads": args.threads,
-                "precision": args.precision, "int8_min_weight": args.int8_min_weight, "int8_cache": args.int8_cache,
+                "precision": args.precision, "quantization": None if rule is None else asdict(rule),
+                "int8_cache": args.int8_cache,
                 "batching": not args.no_batching,
                 "max_wait": args.max_wait_ms / 1000, "max_batch_tokens": args.max_batch_tokens,
                 "limits": {"max_body_bytes": args.max_body_bytes, "max_sentences": args.max_sentences,

@@ -6,7 +6,7 @@ import argparse
 import sys
 import textwrap
 
-from pyelmo.cli.common import add_model_arguments, add_precision_arguments, model_source
+from pyelmo.cli.common import add_model_arguments, add_precision_arguments, model_source, quantization
 from pyelmo.cli.task_data import add_data_parsers
 
 INTRODUCTION = """\
@@ -200,7 +200,7 @@ def _train(args: argparse.Namespace) -> int:
                            batch_size=args.batch_size, lr=args.lr, hidden=args.hidden, mix_l2=args.mix_l2,
                            top_only=args.top_layer, elmo_output=args.elmo_output, trust_format=args.trust_format,
                            progress=not args.quiet, cache_dir=args.cache_dir, bilm_context=args.bilm_context,
-                           precision=args.precision or "float32", int8_min_weight=args.int8_min_weight, **own)
+                           precision=args.precision or "float32", quantization=quantization(args), **own)
     saved = train_task(kind.name, args.train, args.dev, args.out, options, _bilm_source(args), args.static_vectors)
     t = saved["training"]
     if args.json:
@@ -217,7 +217,7 @@ def _load(args: argparse.Namespace):
 
     return load_task(args.dir, _bilm_source(args), progress=not args.quiet,
                      cache_dir=getattr(args, "cache_dir", None), precision=args.precision,
-                     int8_min_weight=args.int8_min_weight)
+                     quantization=quantization(args))
 
 
 def _read(args: argparse.Namespace, path: str, labelled: bool):

@@ -18,6 +18,7 @@ from pyelmo.embedding.pooling import check_pool, mean_pool
 from pyelmo.errors import InputError
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import ExecutionPlan
+from pyelmo.runtime.precision import Quantization
 
 
 
@@ -52,8 +53,9 @@ class ElmoEmbedder:
     batches (0 disables the cache). ``precision`` (:mod:`pyelmo.runtime.precision`): ``"float32"`` (default,
     exact), or an explicit reduced-precision mode: ``"bfloat16"`` (the matrix products run in bfloat16) or
     ``"int8"`` (CPU: the products with large weights, the LSTM's and the highways', on int8 weights
-    quantized per output channel once here, and int8 activations; ``int8_min_weight``: the smallest
-    weight, in elements, that it quantizes, default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`;
+    quantized per output channel once here, and int8 activations; ``quantization``: which weights it
+    quantizes, :class:`pyelmo.runtime.precision.Quantization` (``Quantization(min_weight=N)``: those of at
+    least N elements; default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`);
     ``int8_cache=True``, an opt-in: the int8 weights of a model it loads are kept on disk and reused by the next
     load instead of being quantized again, :mod:`pyelmo.runtime.int8_cache`, the same bits either way).
     Their accuracy and speed: benchmarks/RESULTS.md. A model the embedder loads itself is planned once,
@@ -87,7 +89,7 @@ class ElmoEmbedder:
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
-                 int8_min_weight: int | None = None, int8_cache: bool = False, runtime: str = "torch") -> None:
+                 quantization: Quantization | None = None, int8_cache: bool = False, runtime: str = "torch") -> None:
         from pyelmo.modelio.onnx_runtime import check_runtime
         from pyelmo.modelio.resolve import resolve_model
         from pyelmo.runtime.planning import planned_products
@@ -99,7 +101,7 @@ class ElmoEmbedder:
         #: The execution backend (:data:`pyelmo.modelio.onnx_runtime.RUNTIMES`).
         self.runtime = check_runtime(runtime)
         if self.runtime == "onnxruntime":
-            self._init_onnx(model, weight_file, stateful, device, kernels, plan, precision, int8_min_weight)
+            self._init_onnx(model, weight_file, stateful, device, kernels, plan, precision, quantization)
             self.batch_size, self.max_tokens = batch_size, max_tokens
             return
         try:
@@ -107,14 +109,14 @@ class ElmoEmbedder:
         except RuntimeError as exc:
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
         planned = planned_products(model) if isinstance(model, BiLM) else None
-        if planned is not None and (plan or kernels or precision or int8_min_weight is not None) and \
+        if planned is not None and (plan or kernels or precision or quantization is not None) and \
                 (plan or ExecutionPlan.for_machine(kernels=kernels, device=self.device, precision=precision,
-                                                   int8_min_weight=int8_min_weight)) != planned.plan:
+                                                   quantization=quantization)) != planned.plan:
             raise InputError(f"this biLM was planned already ({planned.plan.summary()}): it runs with that plan")
         # the plan is checked before the model loads
         self.options = RunOptions.inference(planned.plan if planned else plan, stateful=stateful,
                                             token_cache_size=token_cache_size, kernels=kernels, device=self.device,
-                                            precision=precision, int8_min_weight=int8_min_weight, products=planned)
+                                            precision=precision, quantization=quantization, products=planned)
         source = None if isinstance(model, BiLM) else resolve_model(model, weight_file)
         if source is not None:
             model = BiLM.from_pretrained(source)
@@ -132,9 +134,11 @@ class ElmoEmbedder:
         products = self.options.products
         if products.int8 and not any(products.quantizes(p if isinstance(p, torch.Tensor) else p.weight)
                                      for p in self.model.plan_products().values()):
-            warnings.warn(f"int8: none of this model's weights has {self.options.plan.int8_min_weight} elements or "
+            rule = self.options.plan.quantization
+            warnings.warn(f"int8: none of this model's weights has {rule.min_weight} elements or "
                           f"more, the size from which the plan quantizes; it runs exact float32 (a smaller "
-                          f"int8_min_weight, --int8-min-weight, quantizes smaller weights)", RuntimeWarning, stacklevel=2)
+                          f"rule, --int8-min-weight or quantization=Quantization(N), quantizes smaller weights)",
+                          RuntimeWarning, stacklevel=2)
         if planned is None:  # ours: planned once, here (int8: only int8 weights kept)
             if products.int8:
                 self._fingerprint = self.fingerprint
@@ -143,13 +147,13 @@ class ElmoEmbedder:
         self.max_tokens = max_tokens
 
     def _init_onnx(self, model, weight_file, stateful: bool, device: str, kernels, plan, precision,
-                   int8_min_weight) -> None:
+                   quantization) -> None:
         """``runtime="onnxruntime"``: the model as an ONNX graph run by ONNX Runtime (an export folder, or the
         model exported once into the cache: :func:`pyelmo.modelio.onnx_runtime.embedder_model`)."""
         from pyelmo.modelio.onnx_runtime import embedder_model
 
         self.model, source = embedder_model(model, weight_file, stateful=stateful, device=device, kernels=kernels,
-                                            plan=plan, precision=precision, int8_min_weight=int8_min_weight)
+                                            plan=plan, precision=precision, quantization=quantization)
         self.device, self.options = torch.device("cpu"), RunOptions()  # no plan, no token cache, stateless
         self.language, self._warned_languages = (None if source is None else source.language), set()
         self._fingerprint = self.model.fingerprint

@@ -171,9 +171,13 @@ def plan_attributes(options) -> dict[str, str]:
 
 
 def _plan_settings(options) -> dict:
-    """The execution plan's every field (precision and its settings: the int8 rule, the kernels, ...), which a
-    resumed run must repeat: the output records one plan for all its lines."""
-    return {} if options.plan is None else {f"plan.{k}": v for k, v in dataclasses.asdict(options.plan).items()}
+    """The execution plan's every field (precision and its settings: the int8 rule, as ``int8_min_weight``, the
+    kernels, ...), which a resumed run must repeat: the output records one plan for all its lines."""
+    if options.plan is None:
+        return {}
+    fields = dataclasses.asdict(options.plan)
+    fields["int8_min_weight"] = fields.pop("quantization")["min_weight"]  # as the summary and earlier runs name it
+    return {f"plan.{k}": v for k, v in fields.items()}
 
 
 def _record_provenance(filename: Path, attributes: dict) -> None:

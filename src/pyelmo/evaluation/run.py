@@ -37,7 +37,7 @@ class EvalOptions:
     neighbours_k: int = 3
     model_source: str = ""
     precision: str | None = None  # how the biLM's products run (ElmoEmbedder's precision; None: exact)
-    int8_min_weight: int | None = None
+    quantization: precisions.Quantization | None = None  # int8: which weights are quantized (None: the default)
 
 
 def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[str, dict]:
@@ -79,7 +79,7 @@ def run_evaluation(model, tasks: tuple[str, ...], options: EvalOptions) -> dict[
     if embedder is None and not exact:
         # the evaluations take one embedder in place of the model (its precision keys their vector caches)
         model = ElmoEmbedder(model, batch_size=options.batch_size, precision=options.precision,
-                             int8_min_weight=options.int8_min_weight)
+                             quantization=options.quantization)
     common = dict(fingerprint=fp, cache_dir=options.cache_dir, batch_size=options.batch_size,
                   progress=options.progress)
     results: dict[str, dict] = {}

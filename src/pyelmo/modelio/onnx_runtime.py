@@ -136,7 +136,7 @@ def onnx_bilm(source, bilm=None, threads: int | None = None) -> OnnxBiLM:
     return OnnxBiLM(folder, threads)
 
 
-def embedder_model(model, weight_file, *, stateful: bool, device, kernels, plan, precision, int8_min_weight):
+def embedder_model(model, weight_file, *, stateful: bool, device, kernels, plan, precision, quantization):
     """``(OnnxBiLM, resolved model or None)`` for ``ElmoEmbedder(model, weight_file, runtime="onnxruntime")``
     (``model``: anything the resolver takes, or a biLM); the torch runtime's settings refused in one line."""
     from pyelmo.errors import InputError
@@ -147,7 +147,7 @@ def embedder_model(model, weight_file, *, stateful: bool, device, kernels, plan,
     refused = [what for what, given in (("stateful", stateful), (f"device {device}", str(device) != "cpu"),
                                         ("kernels", kernels), ("an execution plan", plan),
                                         (f"precision {precision}", precision not in (None, "float32")),
-                                        ("int8_min_weight", int8_min_weight is not None)) if given]
+                                        ("an int8 rule", quantization is not None)) if given]
     if refused:
         raise InputError(f"runtime onnxruntime runs the exported graph stateless, in float32, on the CPU: "
                          f"{refused[0]} is for runtime torch")

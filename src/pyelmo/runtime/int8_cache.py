@@ -43,7 +43,7 @@ def int8_cache_folder() -> Path:
 def int8_key(model: str, plan: ExecutionPlan, reduce_range: bool) -> dict[str, str]:
     """What an entry's numbers hold for: the model's fingerprint (``model``), the plan's int8 rule, the engine,
     its input range and this PyTorch (whose rounding makes the numbers)."""
-    return {"format": FORMAT, "model": model, "int8_min_weight": str(plan.int8_min_weight),
+    return {"format": FORMAT, "model": model, "int8_min_weight": str(plan.quantization.min_weight),
             "engine": str(int8_engine()), "reduce_range": str(bool(reduce_range)), "torch": torch.__version__}
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from pyelmo.runtime.plan import ExecutionPlan
-from pyelmo.runtime.precision import DEFAULT
+from pyelmo.runtime.precision import DEFAULT, Quantization
 from pyelmo.runtime.products import Products
 from pyelmo.runtime.token_cache import TokenCache
 
@@ -69,13 +69,13 @@ class RunOptions:
     @classmethod
     def inference(cls, plan: ExecutionPlan | None = None, *, stateful: bool = False, token_cache_size: int = 0,
                   kernels: str | None = None, device: str | torch.device = "cpu",
-                  precision: str | None = None, int8_min_weight: int | None = None,
+                  precision: str | None = None, quantization: Quantization | None = None,
                   products: Products | None = None) -> RunOptions:
         """The inference options of ``plan`` (default: :meth:`ExecutionPlan.for_machine` of ``precision``
-        (a name of :mod:`pyelmo.runtime.precision`: ``float32``, ``bfloat16``, ``int8``), ``int8_min_weight``
+        (a name of :mod:`pyelmo.runtime.precision`: ``float32``, ``bfloat16``, ``int8``), ``quantization``
         and ``kernels``). ``products``: those of a model planned already, to run it with (their plan)."""
         plan = products.plan if products is not None else plan or ExecutionPlan.for_machine(
-            kernels=kernels, device=device, precision=precision, int8_min_weight=int8_min_weight)
+            kernels=kernels, device=device, precision=precision, quantization=quantization)
         options = cls(plan, TokenCache(token_cache_size) if token_cache_size > 0 else None,
                       CarriedStates() if stateful else None)
         options.products = products or options.products

@@ -18,13 +18,10 @@ import torch
 
 from pyelmo.errors import ConfigError
 from pyelmo.runtime import precision as precisions
-from pyelmo.runtime.precision import Precision
+from pyelmo.runtime.precision import INT8_MIN_WEIGHT as INT8_MIN_WEIGHT  # the default rule's, also here
+from pyelmo.runtime.precision import Precision, Quantization
 from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS
 
-#: The int8 mode quantizes the weights of at least this many elements (the LSTM's and the highways' of the
-#: released sizes); smaller products (the convolutions, a small model's projections) stay exact float32,
-#: where the dynamic quantization of their inputs costs more than int8 saves.
-INT8_MIN_WEIGHT = 2**18
 #: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
 ROW_CLASSES = (1, 8, 64, 256)
 #: Under the fixed rule with oneDNN, a time step's products of at most this many rows per direction (batch 1,
@@ -89,8 +86,9 @@ class ExecutionPlan:
     ``precision``: the name of a registered :class:`~pyelmo.runtime.precision.Precision` (``"float32"``
     exact, the default; an old spelling such as ``"torch.float32"`` is read as its name);
     ``kernels``: one of :data:`KERNEL_RULES`; ``level_order``: one of :data:`LEVEL_ORDERS`. ``cpu``, ``torch``, ``onednn``: what the rule was
-    decided from. ``int8_min_weight``: in a quantizing precision (int8), the products with weights of at
-    least this many elements run quantized (0: all of them), the others exact float32.
+    decided from. ``quantization``: in a quantizing precision (int8), which products run quantized
+    (:class:`~pyelmo.runtime.precision.Quantization`: those with weights of at least ``min_weight`` elements,
+    default :data:`INT8_MIN_WEIGHT`; 0: all of them), the others exact float32.
     """
 
     precision: str = precisions.DEFAULT.name
@@ -99,11 +97,14 @@ class ExecutionPlan:
     cpu: str = field(default_factory=lambda: cpu_flags()[0])
     torch: str = torch.__version__
     onednn: bool = field(default_factory=onednn_available)
-    int8_min_weight: int = INT8_MIN_WEIGHT
+    quantization: Quantization = Quantization()
 
     def __post_init__(self) -> None:
         spec = precisions.get(self.precision)
         object.__setattr__(self, "precision", spec.name)  # the one spelling
+        if not isinstance(self.quantization, Quantization):
+            raise TypeError(f"plan quantization must be a Quantization (Quantization(min_weight=N)), "
+                            f"got {self.quantization!r}")
         for name, allowed in (("kernels", KERNEL_RULES), ("level_order", LEVEL_ORDERS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"plan {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -114,10 +115,12 @@ class ExecutionPlan:
 
     @classmethod
     def for_machine(cls, *, kernels: str | None = None, device: str | torch.device = "cpu",
-                    precision: str | Precision | None = None, int8_min_weight: int | None = None) -> ExecutionPlan:
+                    precision: str | Precision | None = None,
+                    quantization: Quantization | None = None) -> ExecutionPlan:
         """The plan for this machine: ``precision`` (a name of :mod:`pyelmo.runtime.precision`, default float32),
         where this machine runs it (bfloat16 only where the hardware multiplies it, else exact float32; int8 on
-        the CPU only, on the weights of at least ``int8_min_weight`` elements, default :data:`INT8_MIN_WEIGHT`);
+        the CPU only, on the products ``quantization`` names: default :class:`Quantization`'s rule, the weights of
+        at least :data:`INT8_MIN_WEIGHT` elements; a rule goes with a quantizing precision only);
         the fixed rule (or ``kernels``). The directions run one after the
         other on CPUs with AMX tiles, where each direction's weights staying in cache pays, else together."""
         on_cpu = torch.device(device).type == "cpu"
@@ -128,12 +131,12 @@ class ExecutionPlan:
             raise ConfigError(f"{spec.name} runs on the CPU only (its kernels are PyTorch's CPU ones), not on {device}")
         rule = kernels or "fixed"
         level_order = "apart" if "amx_tile" in cpu_flags()[1] else "together"
-        if int8_min_weight is not None and (not spec.quantizes or int8_min_weight < 0):
-            quantizing = " or ".join(f"--precision {p.name}" for p in precisions.REGISTRY.values() if p.quantizes)
-            raise ConfigError("int8_min_weight (--int8-min-weight) is a number of weight elements >= 0 and goes with "
-                              f"a quantizing precision ({quantizing})")
+        if quantization is not None and not isinstance(quantization, Quantization):
+            raise TypeError(f"quantization must be a Quantization (Quantization(min_weight=N)), got {quantization!r}")
+        if quantization is not None and not spec.quantizes:
+            raise precisions.quantization_error()
         return cls(spec.name, rule, level_order, onednn=onednn_available() and on_cpu,
-                   int8_min_weight=INT8_MIN_WEIGHT if int8_min_weight is None else int8_min_weight)
+                   quantization=quantization or Quantization())
 
     @property
     def spec(self) -> Precision:
@@ -167,18 +170,18 @@ class ExecutionPlan:
 
     def quantized(self, weight_shape: tuple[int, int]) -> bool:
         """Whether the products with a weight of ``weight_shape`` run quantized (int8 mode, large weights)."""
-        return self.spec.quantizes and weight_shape[0] * weight_shape[1] >= self.int8_min_weight
+        return self.spec.quantizes and self.quantization.quantizes(weight_shape)
 
     @property
     def vectors_key(self) -> str:
         """What, beyond the model and the input, the vectors depend on more than float rounding: empty for
         the exact mode, else the precision (and int8's rule), for the keys of stored vectors."""
-        return self.spec.cache_part(self.int8_min_weight)
+        return self.spec.cache_part(self.quantization)
 
     def summary(self) -> str:
         """One line: what the plan is and what it was decided from (recorded in output files)."""
         spec = self.spec
         engine = f" {spec.name}_engine={spec.engine()}" if spec.engine is not None else ""
-        int8 = f" int8_min_weight={self.int8_min_weight}{engine}" if spec.quantizes else ""
+        int8 = f" int8_min_weight={self.quantization.min_weight}{engine}" if spec.quantizes else ""
         return (f"precision={self.precision} kernels={self.kernels} level_order={self.level_order} "
                 f"cpu={self.cpu!r} torch={self.torch} onednn={self.onednn}{int8} threads={torch.get_num_threads()}")

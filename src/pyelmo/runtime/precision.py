@@ -6,6 +6,9 @@ vectors (:meth:`Precision.cache_part`), where it runs, and a line of help. Its `
 spelling: the ``--precision`` choices, HDF5 attributes, ``/v1/models``, task configs and the execution plan
 all use it; what earlier versions wrote (``"torch.float32"``) still reads (:func:`get`). A new precision
 is one :func:`register` call here (and, if it quantizes, its kernel in ``kernels.py`` and ``products.py``).
+
+Which products a quantizing precision quantizes is one rule object, :class:`Quantization` (the smallest
+weight quantized), held by the execution plan (``ExecutionPlan.quantization``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from pyelmo.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
+
+#: The int8 mode quantizes the weights of at least this many elements (the LSTM's and the highways' of the
+#: released sizes); smaller products (the convolutions, a small model's projections) stay exact float32,
+#: where the dynamic quantization of their inputs costs more than int8 saves.
+INT8_MIN_WEIGHT = 2**18
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,12 +106,45 @@ class Precision:
     def quantizes(self) -> bool:
         return self.quantized_kernel is not None
 
-    def cache_part(self, min_weight: int) -> str:
-        """This precision's part of a key of stored vectors (``min_weight``: the smallest weight quantized):
-        empty for the exact one, as before precisions existed."""
+    def cache_part(self, quantization: Quantization | None = None) -> str:
+        """This precision's part of a key of stored vectors (``quantization``: the rule of a quantizing one,
+        default :class:`Quantization`'s): empty for the exact one, as before precisions existed."""
         if self.exact:
             return ""
-        return f"{self.name}:{min_weight}" if self.quantizes else self.name
+        return f"{self.name}:{(quantization or Quantization()).cache_part()}" if self.quantizes else self.name
+
+
+def quantization_error() -> ConfigError:
+    """The one-line error of a quantization rule that is out of range or goes with no quantizing precision."""
+    quantizing = " or ".join(f"--precision {p.name}" for p in REGISTRY.values() if p.quantizes)
+    return ConfigError("int8_min_weight (--int8-min-weight) is a number of weight elements >= 0 and goes with "
+                       f"a quantizing precision ({quantizing})")
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """Which products a quantizing precision (int8) runs quantized: those whose weight has at least
+    ``min_weight`` elements (0: all of them); the others run exact float32. Output files and task configs
+    record it as ``int8_min_weight``. A negative ``min_weight`` is a one-line :class:`ConfigError`."""
+
+    min_weight: int = INT8_MIN_WEIGHT
+
+    def __post_init__(self) -> None:
+        if self.min_weight < 0:
+            raise quantization_error()
+
+    @classmethod
+    def of(cls, min_weight: int | None) -> Quantization | None:
+        """The rule of a recorded or given ``int8_min_weight`` (``None``: none given, the plan's default)."""
+        return None if min_weight is None else cls(min_weight)
+
+    def quantizes(self, weight_shape: tuple[int, int]) -> bool:
+        """Whether a quantizing precision runs the products with a weight of ``weight_shape`` quantized."""
+        return weight_shape[0] * weight_shape[1] >= self.min_weight
+
+    def cache_part(self) -> str:
+        """The rule's part of a key of stored vectors (after the precision's name)."""
+        return str(self.min_weight)
 
 
 #: Every precision by name, in the order the choices list them (the first is the exact default).

@@ -96,10 +96,15 @@ def page_html(static: Path, lang: str) -> str:
 
 
 def app_from_settings(settings: dict) -> FastAPI:
-    """The app from JSON-able settings: ``build_service``'s arguments, ``limits`` as a dict, and
-    ``threads`` (PyTorch's intra-op threads for this process)."""
+    """The app from JSON-able settings: ``build_service``'s arguments, ``limits`` and ``quantization`` as dicts
+    (``quantization``: absent or null for the plan's default), and ``threads`` (PyTorch's intra-op threads for
+    this process)."""
+    from pyelmo.runtime.precision import Quantization
+
     settings = dict(settings)
     limits = Limits(**settings.pop("limits", {}))
+    rule = settings.pop("quantization", None)
+    settings["quantization"] = None if rule is None else Quantization(**rule)
     threads = settings.pop("threads", None)
     if threads:
         import torch

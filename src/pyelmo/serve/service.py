@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyelmo.runtime.precision import Quantization
 from pyelmo.serve.batching import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_WAIT, Batcher
 from pyelmo.serve.neighbours import SampleCorpus
 from pyelmo.serve.schemas import Limits
@@ -38,11 +39,11 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
                   batching: bool = True, max_wait: float = DEFAULT_MAX_WAIT,
                   max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, limits: Limits | None = None,
                   cache_dir: str | os.PathLike | None = None, lang: str = "auto",
-                  precision: str | None = None, int8_min_weight: int | None = None,
+                  precision: str | None = None, quantization: Quantization | None = None,
                   int8_cache: bool = False) -> Service:
     """Load the model (default: the shipped model of ``lang``, as :func:`pyelmo.modelio.resolve.resolve_model`
     picks it), its LM head when it has one, and the corpus vectors. One biLM serves both: the LM head runs on
-    the embedder's model with its run options (``precision``, ``int8_min_weight``, ``int8_cache``: those of
+    the embedder's model with its run options (``precision``, ``quantization``, ``int8_cache``: those of
     :class:`pyelmo.embedding.embedder.ElmoEmbedder`; default exact float32).
     ``lang``: the language raw-text sentences are tokenized as (``auto``: from their script)."""
     from pyelmo.embedding.embedder import ElmoEmbedder
@@ -51,7 +52,7 @@ def build_service(model: str | os.PathLike | None = None, weight_file: str | os.
 
     check_lang(lang)
     source = resolve_model(model, weight_file, lang=lang)
-    embedder = ElmoEmbedder(source, precision=precision, int8_min_weight=int8_min_weight, int8_cache=int8_cache)
+    embedder = ElmoEmbedder(source, precision=precision, quantization=quantization, int8_cache=int8_cache)
     fingerprint = embedder.fingerprint
     predictor = _load_predictor(source, embedder)
     corpus = SampleCorpus.load(embedder, fingerprint, cache_dir, lang=lang)  # keyed by the plan too (vector_cache)

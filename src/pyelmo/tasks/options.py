@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from pyelmo.errors import ConfigError, InputError
+from pyelmo.runtime.precision import Quantization
 from pyelmo.tasks import CONTEXTS, FEATURES
 
 
@@ -35,7 +36,7 @@ class TrainOptions:
     bilm_context: str | None = None  # "line" or "sentence" (None: the kind's default, TaskKind.context)
     max_answer_tokens: int = 30  # qa: the longest answer decoding picks
     precision: str = "float32"  # the biLM's products: a precision task models take (pyelmo.runtime.precision)
-    int8_min_weight: int | None = None  # int8: the smallest weight quantized (None: the plan's default)
+    quantization: Quantization | None = None  # int8: which weights are quantized (None: the plan's default)
 
     def for_kind(self, kind: str) -> "TrainOptions":
         """These options with the kind's defaults for what is unset (``TaskKind.defaults``)."""
@@ -46,7 +47,13 @@ class TrainOptions:
 
     def plan(self):
         """The execution plan that computes the biLM's layers."""
-        return features_plan(self.precision, self.int8_min_weight)
+        return features_plan(self.precision, self.quantization)
+
+    def saved(self) -> dict:
+        """These options as a task model's ``config.json`` records them (``quantization`` as its
+        ``int8_min_weight``, null for the default; :func:`pyelmo.tasks.saved.load_task` reads it back)."""
+        saved = {k: v for k, v in asdict(self).items() if k not in ("progress", "cache_dir", "quantization")}
+        return {**saved, "int8_min_weight": None if self.quantization is None else self.quantization.min_weight}
 
     def check(self) -> None:
         if self.features not in FEATURES:
@@ -137,11 +144,12 @@ def features_precision(name: str | None):
         raise InputError(f"--{exc} for task features") from None
 
 
-def features_plan(precision: str | None, int8_min_weight: int | None = None):
-    """The execution plan of the biLM's layers for ``precision`` (:func:`features_precision`)."""
+def features_plan(precision: str | None, quantization: Quantization | None = None):
+    """The execution plan of the biLM's layers for ``precision`` (:func:`features_precision`) and its
+    ``quantization`` rule (``None``: the plan's default)."""
     from pyelmo.runtime.plan import ExecutionPlan
 
-    return ExecutionPlan.for_machine(precision=features_precision(precision), int8_min_weight=int8_min_weight)
+    return ExecutionPlan.for_machine(precision=features_precision(precision), quantization=quantization)
 
 
 def bilm_fingerprint(bilm) -> str:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.planning import plan_model
+from pyelmo.runtime.precision import Quantization
 from pyelmo.errors import InputError
 from pyelmo.fileio import read_json
 from pyelmo.tasks import CONTEXTS
@@ -230,9 +231,10 @@ def write_model_dir(out: Path, saved: dict, state: dict, vocab: list[str]) -> No
 
 def load_task(directory: str | os.PathLike, bilm: "BiLMSource | None" = None, progress: bool = True,
               cache_dir: str | os.PathLike | None = None, precision: str | None = None,
-              int8_min_weight: int | None = None):
+              quantization: Quantization | None = None):
     """A trained task model from ``directory``; ``bilm`` overrides the biLM it names (it must be the same);
-    ``precision`` and ``int8_min_weight`` how the biLM computes the layers (default: as in training)."""
+    ``precision`` and ``quantization`` (:class:`~pyelmo.runtime.precision.Quantization`) how the biLM computes
+    the layers (default: as in training, whose rule ``config.json`` records as ``int8_min_weight``)."""
     import torch
     from safetensors.torch import load_file
 
@@ -245,8 +247,9 @@ def load_task(directory: str | os.PathLike, bilm: "BiLMSource | None" = None, pr
     saved, config = read_saved(d)
     if precision is None:  # as in training
         precision = saved["options"].get("precision")  # None: exact
-        int8_min_weight = saved["options"].get("int8_min_weight") if int8_min_weight is None else int8_min_weight
-    plan = features_plan(precision, int8_min_weight)
+        if quantization is None:
+            quantization = Quantization.of(saved["options"].get("int8_min_weight"))
+    plan = features_plan(precision, quantization)
     static = None
     if saved.get("static") is not None:
         static = load_static(saved["static"]["source"])

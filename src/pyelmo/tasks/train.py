@@ -200,7 +200,7 @@ def _saved_config(kind: TaskKind, config: ModelConfig, data: _Data, features: _F
                  if features.bilm is not None else None),
         "static": ({"source": static.source, "fingerprint": static.fingerprint(), "words": len(static.words)}
                    if static else None),
-        "options": {k: v for k, v in asdict(options).items() if k not in ("progress", "cache_dir")},
+        "options": options.saved(),
         "training": {"train_examples": len(data.train), "dev_examples": len(data.dev), "scale": SCALE},
     }
 
