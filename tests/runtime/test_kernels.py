@@ -130,13 +130,14 @@ def test_fixed_rule_and_bad_plans():
     small, large = torch.zeros(1, 24), torch.zeros(4096, 128)
     family = "onednn" if onednn_available() else "mm"  # one kernel for every product, however small
     assert products.kernel(small, torch.zeros(40, 24)) == products.kernel(large, torch.zeros(4096, 128)) == family
-    # a time step's products batched: up to STEP_BATCHED_ROWS rows beside oneDNN, by work beside torch.mm;
-    # never under a forced kernel
-    assert ExecutionPlan(onednn=True).batched_rows((16384, 512)) == STEP_BATCHED_ROWS
+    # a time step's products batched while small (by work, at least STEP_BATCHED_ROWS rows); never under a
+    # forced kernel or int8
+    assert ExecutionPlan().batched_rows((16384, 512)) == STEP_BATCHED_ROWS
+    assert ExecutionPlan().batched_rows((4096, 128)) == 8 and ExecutionPlan().batched_rows((128, 1024)) == 32
     assert ExecutionPlan(kernels="mm").batched_rows((128, 1024)) == 0
+    assert ExecutionPlan(precision="int8").batched_rows((128, 1024)) == 0
     without = ExecutionPlan(onednn=False)
     assert without.kernel(4096, (4096, 128)) == "mm" and Products(without).kernel(large, torch.zeros(4096, 128)) == "mm"
-    assert without.batched_rows((4096, 128)) == 8 and without.batched_rows((16384, 512)) == 0
     for bad, match in [({"kernels": "fastest"}, "kernels"), ({"kernels": "autotune"}, "kernels"),
                        ({"kernels": "mm_t"}, "kernels"), ({"level_order": "autotune"}, "level_order"), ({"precision": "float16"}, "precision"),
                        ({"level_order": "sideways"}, "level_order"), ({"kernels": "onednn", "onednn": False}, "oneDNN")]:

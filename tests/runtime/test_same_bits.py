@@ -132,23 +132,24 @@ def mkl_products(text: Path, out: Path, *flags: str) -> list[dict]:
 @pytest.mark.skipif(not (torch.backends.mkl.is_available() and onednn_available()),
                     reason="this PyTorch build lacks MKL or oneDNN")
 def test_the_default_plan_runs_mkl_only_for_small_step_products_with_fixed_threads(tmp_path):
-    """The fixed rule: every float32 product runs through oneDNN but a time step's products of at most
-    ``STEP_BATCHED_ROWS`` rows per direction (batched over both directions: ``torch.bmm``, MKL), and MKL runs
-    those with its thread count fixed (its dynamic threading, on until ``torch.set_num_threads`` is called, gave
-    other bits in other processes). Checked without `--threads` (PyTorch's default), where that was the case."""
+    """The fixed rule: every float32 product runs through oneDNN but a time step's small products
+    (``ExecutionPlan.batched_rows``: batched over both directions, ``torch.bmm``, MKL), and MKL runs those with
+    its thread count fixed (its dynamic threading, on until ``torch.set_num_threads`` is called, gave other bits
+    in other processes). Checked without `--threads` (PyTorch's default), where that was the case."""
     from pyelmo.modelio.resolve import resolve_model
-    from pyelmo.runtime.plan import STEP_BATCHED_ROWS
+    from pyelmo.runtime.plan import ExecutionPlan
 
     lstm = resolve_model("english").load_bilm().config.lstm
-    step = {(4 * lstm.dim, lstm.projection_dim), (lstm.projection_dim, lstm.dim)}  # state gates, projection
+    step = [(4 * lstm.dim, lstm.projection_dim), (lstm.projection_dim, lstm.dim)]  # state gates, projection
+    batched = {shape: ExecutionPlan().batched_rows(shape) for shape in step}
     text = sentences(tmp_path / "s.txt", "en")
     calls = mkl_products(text, tmp_path / "b1.h5", "--batch-size", "1")
     if not calls:
         pytest.skip("MKL printed no products (MKL_VERBOSE not honoured by this build)")
     calls += mkl_products(text, tmp_path / "b8.h5", "--batch-size", "8")
     assert not any(call["dynamic"] for call in calls)
-    assert {(call["m"], call["k"]) for call in calls} <= step
-    assert max(call["n"] for call in calls) <= STEP_BATCHED_ROWS
+    assert {(call["m"], call["k"]) for call in calls} <= set(step)
+    assert all(call["n"] <= batched[call["m"], call["k"]] for call in calls)
     forced = mkl_products(text, tmp_path / "o.h5", "--batch-size", "1", "--kernels", "onednn")
     assert forced == []
 

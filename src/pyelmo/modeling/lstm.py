@@ -48,23 +48,14 @@ class LstmWithProjection(nn.Module):
         forget[2 * self.dim : 3 * self.dim] = FORGET_BIAS
         return self.input_gates.bias + forget
 
-    def cell(self, gates: torch.Tensor, c_prev: torch.Tensor,
-             inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``.
-
-        ``inplace`` (no autograd; the inference backend's buffers): ``gates`` and ``c_prev`` are
-        overwritten, ``c_prev`` becoming ``c``; the same operations, without new buffers.
-        """
-        def out(buffer: torch.Tensor) -> torch.Tensor | None:
-            return buffer if inplace else None
-
+    def cell(self, gates: torch.Tensor, c_prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``."""
         cell_input = torch.tanh(gates[..., self.dim : 2 * self.dim])
-        i, _, f, o = torch.sigmoid(gates, out=out(gates)).chunk(4, dim=-1)  # one sigmoid (j's is unused)
-        c = torch.mul(f, c_prev, out=out(c_prev))
-        c = torch.addcmul(c, i, cell_input, out=out(c))  # sigmoid(f + 1) c_prev + sigmoid(i) tanh(j)
+        i, _, f, o = torch.sigmoid(gates).chunk(4, dim=-1)  # one sigmoid (j's is unused)
+        c = torch.addcmul(f * c_prev, i, cell_input)  # sigmoid(f + 1) c_prev + sigmoid(i) tanh(j)
         if self.cell_clip is not None:
-            c = torch.clamp(c, -self.cell_clip, self.cell_clip, out=out(c))
-        return torch.tanh(c).mul_(o) if inplace else o * torch.tanh(c), c
+            c = torch.clamp(c, -self.cell_clip, self.cell_clip)
+        return o * torch.tanh(c), c
 
     def clip_projection(self, h: torch.Tensor, inplace: bool = False) -> torch.Tensor:
         """``clip(h, proj_clip)`` of projected outputs ``h = hidden W_P`` (``inplace``: no autograd)."""
@@ -150,7 +141,7 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
                 ended_h.append(h[:, n:])
                 ended_c.append(c[:, n:])
                 h, c = h[:, :n], c[:, :n]
-            hidden, c = layer.cell(state_gates.add_to(gates, h), c, inplace=inplace)
+            hidden, c = layer.cell(state_gates.add_to(gates, h), c)
             h = layer.clip_projection(projection.product(hidden, out=step_out[t] if inplace else None), inplace=inplace)
             outputs.append(h)
     final_h = torch.cat([h, *reversed(ended_h)], dim=1)

@@ -24,12 +24,11 @@ from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS
 
 #: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
 ROW_CLASSES = (1, 8, 64, 256)
-#: Under the fixed rule with oneDNN, a time step's products of at most this many rows per direction (batch 1,
-#: the last sentences of a batch) run as one batched ``torch`` product over both directions' weights: a
-#: oneDNN call's fixed cost dominates such products.
-STEP_BATCHED_ROWS = 2
-#: Without oneDNN, a time step's products of at most this many multiply-adds per direction run batched.
+#: Under the fixed rule, a time step's products of both directions run as one batched ``torch`` product on
+#: their stacked weights while each direction's has at most this many multiply-adds, or at most
+#: :data:`STEP_BATCHED_ROWS` rows: per-call cost, not arithmetic, dominates them (a oneDNN call's most).
 BATCHED_MAX_WORK = 2**22
+STEP_BATCHED_ROWS = 2
 
 
 def onednn_available() -> bool:
@@ -158,15 +157,13 @@ class ExecutionPlan:
     def batched_rows(self, weight_shape: tuple[int, int]) -> int:
         """Up to how many rows a time step's product of a level's two directions runs as one batched ``torch``
         product (``bmm`` on both directions' weights; 0: never): under the fixed rule, up to
-        :data:`STEP_BATCHED_ROWS` rows where the rule's kernel is oneDNN, else up to :data:`BATCHED_MAX_WORK`
-        multiply-adds per direction. A forced kernel runs every product itself, and so does a quantizing
-        precision (int8 rounds its inputs: a product's last bits, which depend on its kernel, would then move a
-        sentence's vectors with the rows that share its steps)."""
+        :data:`BATCHED_MAX_WORK` multiply-adds per direction and at least :data:`STEP_BATCHED_ROWS` rows. A
+        forced kernel runs every product itself, and so does a quantizing precision (int8 rounds its inputs:
+        a product's last bits, which depend on its kernel, would then move a sentence's vectors with the rows
+        that share its steps)."""
         if self.kernels != "fixed" or self.spec.quantizes:
             return 0
-        if fixed_kernel(self.onednn) == "onednn":
-            return STEP_BATCHED_ROWS
-        return BATCHED_MAX_WORK // (weight_shape[0] * weight_shape[1])
+        return max(STEP_BATCHED_ROWS, BATCHED_MAX_WORK // (weight_shape[0] * weight_shape[1]))
 
     def quantized(self, weight_shape: tuple[int, int]) -> bool:
         """Whether the products with a weight of ``weight_shape`` run quantized (int8 mode, large weights)."""
