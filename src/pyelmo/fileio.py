@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -32,6 +34,30 @@ def atomic_writer(path: PathLike) -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_folder(folder: PathLike) -> Iterator[Path]:
+    """``with atomic_folder(folder) as tmp: write into tmp``: a folder beside ``folder`` that becomes ``folder`` only
+    on success (a folder already there set aside, then removed); otherwise removed."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        tmp.chmod(0o777 & ~mask)  # mkdtemp's folder is private; the result is an ordinary folder
+        yield tmp
+        if folder.exists():
+            old = folder.with_name(f".{folder.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            folder.rename(old)
+            tmp.rename(folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_bytes_atomic(path: PathLike, data: bytes) -> None:

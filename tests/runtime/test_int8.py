@@ -22,8 +22,8 @@ from pyelmo.modeling.bilm import BiLM
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.modelio.weights import model_fingerprint, save_bilm_hdf5
 from pyelmo.runtime.options import RunOptions
-from pyelmo.runtime.plan import INT8_MIN_WEIGHT, ExecutionPlan
-from pyelmo.runtime.precision import Quantization
+from pyelmo.runtime.plan import ExecutionPlan
+from pyelmo.runtime.precision import INT8_MIN_WEIGHT, Quantization
 from pyelmo.runtime.linear import ExactLinear, Int8Linear
 from pyelmo.runtime.linear import PLANNED
 from pyelmo.runtime.planning import plan_model, planned_products

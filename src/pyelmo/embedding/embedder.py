@@ -55,7 +55,7 @@ class ElmoEmbedder:
     ``"int8"`` (CPU: the products with large weights, the LSTM's and the highways', on int8 weights
     quantized per output channel once here, and int8 activations; ``quantization``: which weights it
     quantizes, :class:`pyelmo.runtime.precision.Quantization` (``Quantization(min_weight=N)``: those of at
-    least N elements; default :data:`pyelmo.runtime.plan.INT8_MIN_WEIGHT`);
+    least N elements; default :data:`pyelmo.runtime.precision.INT8_MIN_WEIGHT`);
     ``int8_cache=True``, an opt-in: the int8 weights of a model it loads are kept on disk and reused by the next
     load instead of being quantized again, :mod:`pyelmo.runtime.int8_cache`, the same bits either way).
     Their accuracy and speed: benchmarks/RESULTS.md. A model the embedder loads itself is planned once,
@@ -98,12 +98,11 @@ class ElmoEmbedder:
             raise InputError(f"batch size must be at least 1, got {batch_size}")
         if max_tokens is not None and max_tokens < 1:
             raise InputError(f"max tokens must be at least 1, got {max_tokens}")
+        self.batch_size, self.max_tokens = batch_size, max_tokens
         #: The execution backend (:data:`pyelmo.modelio.onnx_runtime.RUNTIMES`).
         self.runtime = check_runtime(runtime)
         if self.runtime == "onnxruntime":
-            self._init_onnx(model, weight_file, stateful, device, kernels, plan, precision, quantization)
-            self.batch_size, self.max_tokens = batch_size, max_tokens
-            return
+            return self._init_onnx(model, weight_file, stateful, device, kernels, plan, precision, quantization)
         try:
             self.device = torch.device(device)
         except RuntimeError as exc:
@@ -143,8 +142,6 @@ class ElmoEmbedder:
             if products.int8:
                 self._fingerprint = self.fingerprint
             self._apply_plan(int8_cache)
-        self.batch_size = batch_size
-        self.max_tokens = max_tokens
 
     def _init_onnx(self, model, weight_file, stateful: bool, device: str, kernels, plan, precision,
                    quantization) -> None:

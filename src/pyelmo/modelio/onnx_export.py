@@ -13,8 +13,6 @@ The graph (:mod:`pyelmo.modelio.onnx_graph`) is built from the weights of a plai
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,7 +20,7 @@ import torch
 from torch import nn
 
 from pyelmo.errors import InputError
-from pyelmo.fileio import PathLike
+from pyelmo.fileio import PathLike, atomic_folder
 from pyelmo.modelio.onnx_folder import INPUT_NAME, ONNX_CONFIG_NAME, ONNX_FORMAT, ONNX_NAME, OUTPUT_NAMES
 from pyelmo.modelio.onnx_graph import OPSET, build_graph, check_exportable, onnx_modules
 
@@ -99,31 +97,10 @@ def export_onnx(model=None, outdir: PathLike = "", *, weight_file: PathLike | No
     config = export_config(bilm, fingerprint, name, resolved.language if resolved is not None else None)
     with torch.no_grad():
         proto = build_graph(bilm.eval(), pyelmo_version(), {"fingerprint": fingerprint, "format": ONNX_FORMAT})
-    outdir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
-    try:
-        tmp.chmod(0o777 & ~_umask())  # mkdtemp's folder is private; the export is an ordinary folder
+    with atomic_folder(outdir) as tmp:
         onnx.save(proto, str(tmp / ONNX_NAME))
         (tmp / ONNX_CONFIG_NAME).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        if outdir.exists():
-            old = outdir.with_name(f".{outdir.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            outdir.rename(old)
-            tmp.rename(outdir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(outdir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return {"folder": outdir, "seconds": time.perf_counter() - started, "bytes": (outdir / ONNX_NAME).stat().st_size}
-
-
-def _umask() -> int:
-    import os
-
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 __all__ = ["ONNX_FORMAT", "ONNX_NAME", "OPSET", "build_graph", "check_exportable", "export_onnx"]

@@ -1,6 +1,7 @@
 """Planned linear layers: an ``nn.Linear``'s ``x W^T + b`` as an execution plan runs it, swapped in for a
-model's ``nn.Linear`` s once, at load (:func:`pyelmo.runtime.planning.plan_model`), as ``torch.ao.quantization.quantize_dynamic``
-swaps its dynamic linears: the model's code does not change; an ``nn.Linear`` is the differentiable path.
+model's ``nn.Linear`` s once, at load (:func:`pyelmo.runtime.planning.plan_model`), as
+``torch.ao.quantization.quantize_dynamic`` swaps its dynamic linears: the model's code does not change; an
+``nn.Linear`` is the differentiable path.
 One class per precision, owning its prepared weight (for the kernels :class:`~pyelmo.runtime.products.Products`
 picks per row class), registered by :func:`planned`: a new precision or engine is one new class.
 :class:`PlannedPair` runs the same product of a level's directions, each on its own rows (what

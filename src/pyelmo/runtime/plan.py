@@ -18,7 +18,6 @@ import torch
 
 from pyelmo.errors import ConfigError
 from pyelmo.runtime import precision as precisions
-from pyelmo.runtime.precision import INT8_MIN_WEIGHT as INT8_MIN_WEIGHT  # the default rule's, also here
 from pyelmo.runtime.precision import Precision, Quantization
 from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS
 
@@ -87,7 +86,7 @@ class ExecutionPlan:
     ``kernels``: one of :data:`KERNEL_RULES`; ``level_order``: one of :data:`LEVEL_ORDERS`. ``cpu``, ``torch``, ``onednn``: what the rule was
     decided from. ``quantization``: in a quantizing precision (int8), which products run quantized
     (:class:`~pyelmo.runtime.precision.Quantization`: those with weights of at least ``min_weight`` elements,
-    default :data:`INT8_MIN_WEIGHT`; 0: all of them), the others exact float32.
+    default :data:`pyelmo.runtime.precision.INT8_MIN_WEIGHT`; 0: all of them), the others exact float32.
     """
 
     precision: str = precisions.DEFAULT.name
@@ -119,8 +118,8 @@ class ExecutionPlan:
         """The plan for this machine: ``precision`` (a name of :mod:`pyelmo.runtime.precision`, default float32),
         where this machine runs it (bfloat16 only where the hardware multiplies it, else exact float32; int8 on
         the CPU only, on the products ``quantization`` names: default :class:`Quantization`'s rule, the weights of
-        at least :data:`INT8_MIN_WEIGHT` elements; a rule goes with a quantizing precision only);
-        the fixed rule (or ``kernels``). The directions run one after the
+        at least :data:`~pyelmo.runtime.precision.INT8_MIN_WEIGHT` elements; a rule goes with a quantizing
+        precision only); the fixed rule (or ``kernels``). The directions run one after the
         other on CPUs with AMX tiles, where each direction's weights staying in cache pays, else together."""
         on_cpu = torch.device(device).type == "cpu"
         spec = precisions.get(precision)

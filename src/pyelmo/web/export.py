@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
-from pyelmo.fileio import PathLike
+from pyelmo.fileio import PathLike, atomic_folder
 
 #: The onnxruntime-web release in ``vendor/`` (its README says where the files came from).
 ORT_WEB_VERSION = "1.30.0"
@@ -46,10 +45,9 @@ def page_examples(lang: str) -> list[dict]:
 
 def render_page(config: dict) -> str:
     """``index.html`` for an export whose ``config.json`` is ``config``."""
-    from pyelmo.web.texts import TEXTS
-
     lang = "zh" if config.get("language") == "zh" else "en"
-    texts = TEXTS[lang]
+    # the page's texts in each language (the page's language is the model's)
+    texts = json.loads((Path(__file__).with_name("data") / "texts.json").read_text(encoding="utf-8"))[lang]
     options = config["options"]
     about = texts["about"].format(model=config.get("model") or "ELMo", layers=options["lstm"]["n_layers"] + 1,
                                   dim=config["outputs"]["layers"]["shape"][-1], ort=ORT_WEB_VERSION)
@@ -68,9 +66,7 @@ def export_web(model=None, outdir: PathLike = "", *, weight_file: PathLike | Non
 
     outdir = check_output(outdir, overwrite)
     started = time.perf_counter()
-    outdir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
-    try:
+    with atomic_folder(outdir) as tmp:
         export_onnx(model, tmp, weight_file=weight_file)  # refuses a model it cannot export, writing nothing
         config = json.loads((tmp / "config.json").read_text(encoding="utf-8"))
         (tmp / "index.html").write_text(render_page(config), encoding="utf-8")
@@ -79,21 +75,6 @@ def export_web(model=None, outdir: PathLike = "", *, weight_file: PathLike | Non
         (tmp / "ort").mkdir()
         for name in VENDOR_FILES:
             shutil.copyfile(VENDOR_DIR / name, tmp / "ort" / name)
-        _replace(outdir, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     size = sum(p.stat().st_size for p in outdir.rglob("*") if p.is_file())
     return {"folder": outdir, "seconds": time.perf_counter() - started, "bytes": size,
             "lang": "zh" if config.get("language") == "zh" else "en"}
-
-
-def _replace(outdir: Path, tmp: Path) -> None:
-    """``tmp`` renamed to ``outdir`` (a folder already there set aside first, then removed)."""
-    if outdir.exists():
-        old = outdir.with_name(f".{outdir.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        outdir.rename(old)
-        tmp.rename(outdir)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(outdir)
