@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import numpy as np
 import torch
-
-
-def row_keys(distinct: torch.Tensor) -> list[bytes]:
-    """Each row's key: its ids as int16 bytes (``row.tobytes()``), all rows at once (one ``void`` view)."""
-    rows = np.ascontiguousarray(distinct.to(torch.int16).cpu().numpy())
-    return rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel().tolist()
 
 
 class TokenCache:
@@ -51,7 +44,7 @@ class TokenCache:
                ) -> torch.Tensor:
         """Vectors of the ``distinct (N, C)`` rows: cached ones looked up, the others ``compute(rows)`` and stored."""
         self.check_weights(encoder, precision)
-        keys = row_keys(distinct)
+        keys = [row.tobytes() for row in distinct.to(torch.int16).cpu().numpy()]
         rows = self.lookup(keys)
         missing = [k for k, row in enumerate(rows) if row < 0]
         index = torch.tensor(missing, device=distinct.device)
