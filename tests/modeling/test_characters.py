@@ -58,3 +58,41 @@ def test_any_strings_round_trip_shapes_and_masks(batch):
             assert ids[row, col, 1 : 1 + len(data)].tolist() == [b + 1 for b in data]
             assert ids[row, col, 1 + len(data)] == EOW_CHAR + 1
     assert ids.dtype == torch.long
+
+
+def _token_by_token(batch, max_chars=50):
+    """The ids as ``batch_to_ids`` built them token by token before it was vectorised (the reference)."""
+    longest = max((len(s) for s in batch), default=0)
+    ids = torch.zeros(len(batch), longest, max_chars, dtype=torch.long)
+    for row, sentence in enumerate(batch):
+        if sentence:
+            ids[row, : len(sentence)] = torch.tensor([token_to_ids(t, max_chars) for t in sentence])
+    return ids
+
+
+TRICKY = [
+    [],
+    [[]],
+    [[], ["a"], []],
+    [["Hello", ",", "world", "!", "--", "...", "\"", "'s", "(", ")"]],
+    [["😀", "👩‍👩‍👧", "漢字", "日本語のテキスト", "ไทย", "é", "e\u0301", "\u00a0", "\t"]],
+    [["\ud800", "x\udfffy", "\udc80\udc81"]],  # lone surrogates (surrogatepass)
+    [["a" * 47, "a" * 48, "a" * 49, "a" * 500, "漢" * 17, "😀" * 13, "é" * 25]],  # cut at 48 bytes, mid-character too
+    [["<S>", "</S>", "<S>x", "<s>", "the", "<S>"], ["</S>"], [""]],
+    [["the", "the", "cat", "the"], ["cat"] * 40, []],
+]
+
+
+def test_vectorised_ids_equal_the_token_by_token_ids_on_tricky_text():
+    for batch in TRICKY:
+        for max_chars in (50, 10, 3):
+            got, expected = batch_to_ids(batch, max_chars), _token_by_token(batch, max_chars)
+            assert got.dtype == expected.dtype == torch.long and got.shape == expected.shape
+            assert torch.equal(got, expected), (batch, max_chars)
+            assert got.is_contiguous()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.text(max_size=60), max_size=8), max_size=6), st.sampled_from([50, 16, 5]))
+def test_vectorised_ids_equal_the_token_by_token_ids_on_any_text(batch, max_chars):
+    assert torch.equal(batch_to_ids(batch, max_chars), _token_by_token(batch, max_chars))
