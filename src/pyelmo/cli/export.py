@@ -39,8 +39,6 @@ class ExportFormat:
     name: str
     help: str
     run: Callable[[argparse.Namespace], str]
-    #: Whether it takes a biLM alone (--options-file/--weight-file, a released model); else a model with its softmax.
-    bilm_only: bool = False
 
 
 def _bilm_hdf5(args: argparse.Namespace) -> str:
@@ -74,9 +72,9 @@ def _web(args: argparse.Namespace) -> str:
 #: The output layouts, by ``--format`` name (the first is the default).
 FORMATS: dict[str, ExportFormat] = {f.name: f for f in (
     ExportFormat("bilm-hdf5", "the released bilm-tf layout, with the softmax and vocabulary", _bilm_hdf5),
-    ExportFormat("onnx", "the biLM as an ONNX graph (model.onnx + config.json), for ONNX Runtime", _onnx, True),
+    ExportFormat("onnx", "the biLM as an ONNX graph (model.onnx + config.json), for ONNX Runtime", _onnx),
     ExportFormat("web", "a static page running the biLM in the browser (index.html, model.onnx, onnxruntime-web)",
-                 _web, True),
+                 _web),
 )}
 
 
@@ -99,22 +97,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pyelmo.errors import InputError
+    from pyelmo.modelio.onnx_folder import is_export_folder
 
-    config = Path(args.outdir) / "config.json"
-    if config.is_file() and not (args.format in ("onnx", "web") and _is_onnx_export(config)):
+    outdir = Path(args.outdir)
+    if (outdir / "config.json").is_file() and not (args.format in ("onnx", "web") and is_export_folder(outdir)):
         given = args.model or args.options_file
         hint = "" if given else f": pyelmo export --model {args.outdir} OUTDIR"
         raise InputError(f"{args.outdir} is a model directory, not an output folder{hint}")
     print(FORMATS[args.format].run(args))
     return 0
-
-
-def _is_onnx_export(config: Path) -> bool:
-    import json
-
-    from pyelmo.modelio.onnx_folder import ONNX_FORMAT
-
-    try:
-        return json.loads(config.read_text(encoding="utf-8")).get("format") == ONNX_FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False

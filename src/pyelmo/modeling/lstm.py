@@ -114,8 +114,8 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
              chunk_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the layers of one level (both directions, or one) over packed ``inputs (D, n_packed, in)``.
 
-    ``h (D, B, P)`` and ``c (D, B, H)``: initial states, rows in sorted order. Returns the packed outputs ``(D, n_packed, P)`` and each row's final ``h`` and
-    ``c``. The directions share ``dim`` and the clips, so the gate nonlinearities run once over them.
+    ``h (D, B, P)`` and ``c (D, B, H)``: initial states, rows in sorted order. Returns the packed outputs
+    ``(D, n_packed, P)`` and each row's final ``h`` and ``c``. The directions share ``dim`` and the clips, so the gate nonlinearities run once over them.
     ``chunk_rows``: packed rows per input-to-gate product (``None``: all steps in one).
     """
     layer, inplace = layers[0], workspace is not None

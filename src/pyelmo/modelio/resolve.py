@@ -36,8 +36,8 @@ KINDS = ("shipped", *REMOTE_KINDS, "nlpl", "bilm-tf", "elmoformanylangs", "run",
 class ResolvedModel:
     """A model as resolved: ``name`` (what was given; ``english`` for nothing), ``kind`` (:data:`KINDS`),
     ``format`` (``pyelmo``: config.json + model.safetensors; ``bilm-tf``: options JSON + HDF5;
-    ``elmoformanylangs``: converted, with their lexicons; ``onnx``: model.onnx + config.json, run by ONNX Runtime), ``has_softmax`` (an LM head and vocabulary
-    beside the biLM), ``language`` of its training text (None: not known), ``folder`` (a local model's
+    ``elmoformanylangs``: converted, with their lexicons; ``onnx``: model.onnx + config.json, run by ONNX
+    Runtime), ``has_softmax`` (an LM head and vocabulary beside the biLM), ``language`` of its training text (None: not known), ``folder`` (a local model's
     folder), ``max_length`` (the sentence length it was trained with: 100 when not recorded)."""
 
     name: str

@@ -129,12 +129,10 @@ class ExecutionPlan:
             raise ConfigError(f"{spec.name} runs on the CPU only (its kernels are PyTorch's CPU ones), not on {device}")
         rule = kernels or "fixed"
         level_order = "apart" if "amx_tile" in cpu_flags()[1] else "together"
-        if quantization is not None and not isinstance(quantization, Quantization):
-            raise TypeError(f"quantization must be a Quantization (Quantization(min_weight=N)), got {quantization!r}")
         if quantization is not None and not spec.quantizes:
             raise precisions.quantization_error()
         return cls(spec.name, rule, level_order, onednn=onednn_available() and on_cpu,
-                   quantization=quantization or Quantization())
+                   quantization=Quantization() if quantization is None else quantization)
 
     @property
     def spec(self) -> Precision:
