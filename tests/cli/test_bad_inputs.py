@@ -182,6 +182,7 @@ ERROR_CASES = [
     ("embed-sentence-key-slash", lambda c: embed(c, "a b\nand / or\n", "--use-sentence-keys"), r"line 2: .*'/'"),
     ("embed-batch-size-0", lambda c: embed(c, "a\n", "--batch-size", "0"), r"batch size must be at least 1"),
     ("embed-max-tokens-negative", lambda c: embed(c, "a\n", "--max-tokens", "-5"), r"max tokens must be at least 1"),
+    ("embed-cuda-graphs-on-cpu", lambda c: embed(c, "a\n", "--steps", "graphs"), r"CUDA graphs run on a CUDA device"),
     # embed: model arguments and weight files
     ("embed-options-without-weights", lambda c: ["embed", c.inp("i.txt", "a\n"), c.o(), "--options-file",
                                                  str(OPTIONS)], r"go together"),

@@ -89,6 +89,8 @@ def plan_settings(args: argparse.Namespace) -> dict:
     settings = {"precision": getattr(args, "precision", None), "quantization": quantization(args)}
     if hasattr(args, "kernels"):
         settings["kernels"] = args.kernels
+    if getattr(args, "steps", None):
+        settings["steps"] = args.steps
     if hasattr(args, "int8_cache"):
         settings["int8_cache"] = args.int8_cache
     return settings
@@ -96,7 +98,7 @@ def plan_settings(args: argparse.Namespace) -> dict:
 
 def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     """--precision (and its alias --bf16) and --kernels: the execution plan of the inference products."""
-    from pyelmo.runtime.rules import KERNEL_RULES
+    from pyelmo.runtime.rules import KERNEL_RULES, STEP_MODES
 
     group = parser.add_argument_group("execution plan (default: a fixed rule of this CPU; the same bits every run)")
     add_precision_arguments(group, kept=True, help="Speed and accuracy: benchmarks/RESULTS.md")
@@ -105,6 +107,10 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--kernels", choices=KERNEL_RULES, default=None,
                        help="the kernel of every exact product: fixed (the default: oneDNN where this PyTorch has it, "
                             "else torch.mm), mm or onednn (see 'pyelmo env')")
+    group.add_argument("--steps", choices=STEP_MODES, default=None,
+                       help="how each LSTM time step runs: eager (the default on a CPU), graphs (the default on a CUDA "
+                            "device: each step's kernels replayed as one CUDA graph) or static (graphs' fixed "
+                            "buffers, run eagerly); the same vectors either way")
 
 
 LANG_HELP = ("the language of the raw text, which chooses how it is split into words: auto (default: from the "

@@ -19,10 +19,9 @@ from pyelmo.errors import InputError
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import ExecutionPlan
 from pyelmo.runtime.precision import Quantization
+from pyelmo.runtime.transfer import to_device, to_host
 
 
-
-#: How ``pool`` turns a sentence's token vectors into one vector: ``mean`` over its tokens (``None``: no pooling).
 class LanguageWarning(UserWarning):
     """Text of another language than the one the model was trained on."""
 
@@ -64,7 +63,8 @@ class ElmoEmbedder:
     with its plan (``plan_model(bilm, RunOptions.inference(...))``: one copy of its weights); any other
     ``BiLM`` passed in is left as it is, free to train: the embedder plans a copy of it, here.
     The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
-    default a fixed rule of this machine, so the same input gives the same bits in every process.
+    default a fixed rule of this machine, so the same input gives the same bits in every process; ``steps``:
+    how the LSTM's time steps run (on a CUDA device by default as CUDA graphs: :mod:`pyelmo.runtime.steps`).
 
     ``runtime="onnxruntime"`` runs the model as an ONNX graph in ONNX Runtime instead of PyTorch (``model``: a
     folder ``pyelmo export --format onnx`` wrote, or any model, exported once into ``~/.cache/pyelmo/onnx/``;
@@ -89,7 +89,8 @@ class ElmoEmbedder:
                  max_tokens: int | None = DEFAULT_MAX_TOKENS,
                  token_cache_size: int = DEFAULT_TOKEN_CACHE_SIZE,
                  kernels: str | None = None, plan: ExecutionPlan | None = None, precision: str | None = None,
-                 quantization: Quantization | None = None, int8_cache: bool = False, runtime: str = "torch") -> None:
+                 quantization: Quantization | None = None, int8_cache: bool = False, runtime: str = "torch",
+                 steps: str | None = None) -> None:
         from pyelmo.modelio.onnx_runtime import check_runtime
         from pyelmo.modelio.resolve import resolve_model
         from pyelmo.runtime.planning import planned_products
@@ -108,14 +109,15 @@ class ElmoEmbedder:
         except RuntimeError as exc:
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
         planned = planned_products(model) if isinstance(model, BiLM) else None
-        if planned is not None and (plan or kernels or precision or quantization is not None) and \
+        if planned is not None and (plan or kernels or precision or steps or quantization is not None) and \
                 (plan or ExecutionPlan.for_machine(kernels=kernels, device=self.device, precision=precision,
-                                                   quantization=quantization)) != planned.plan:
+                                                   quantization=quantization, steps=steps)) != planned.plan:
             raise InputError(f"this biLM was planned already ({planned.plan.summary()}): it runs with that plan")
         # the plan is checked before the model loads
         self.options = RunOptions.inference(planned.plan if planned else plan, stateful=stateful,
                                             token_cache_size=token_cache_size, kernels=kernels, device=self.device,
-                                            precision=precision, quantization=quantization, products=planned)
+                                            precision=precision, quantization=quantization, steps=steps,
+                                            products=planned)
         source = None if isinstance(model, BiLM) else resolve_model(model, weight_file)
         if source is not None:
             model = BiLM.from_pretrained(source)
@@ -206,8 +208,8 @@ class ElmoEmbedder:
         if isinstance(batch, str) or any(isinstance(sentence, str) for sentence in batch):
             raise InputError("pass each sentence as a list of tokens, not a string: e.g. text.split(), "
                              "or embed_sentence(text, tokenize=True)")
-        ids = batch_to_ids(batch, self.model.config.char_cnn.max_characters_per_token).to(self.device)
-        layers = self.model(ids, options=self.options).layers.float().cpu().numpy()
+        ids = to_device(batch_to_ids(batch, self.model.config.char_cnn.max_characters_per_token), self.device)
+        layers = to_host(self.model(ids, options=self.options).layers.float()).numpy()
         return [np.ascontiguousarray(layers[:, row, : len(sentence)]) for row, sentence in enumerate(batch)]
 
     def tokenize(self, text: str, lang: str = "auto") -> list[str]:

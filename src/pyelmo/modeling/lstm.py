@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import functools
 import math
 
 import torch
@@ -109,20 +110,36 @@ def paired(linears: Sequence[nn.Module]) -> StackedLinears:
     return StackedLinears(linears)
 
 
+def lstm_step(layer: LstmWithProjection, state_gates, projection, gates: torch.Tensor, h: torch.Tensor,
+              c: torch.Tensor, out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One time step of the rows still running, both directions (or one): ``gates (D, n, 4H)`` (``x W_0[:in] + B``,
+    added to in place), ``h (D, n, P)``, ``c (D, n, H)`` -> the new ``h`` (into ``out`` if given) and ``c``.
+    ``state_gates``, ``projection``: the directions' products (:func:`paired`)."""
+    hidden, c = layer.cell(state_gates.add_to(gates, h), c)  # gates + h W_0[in:]
+    h = layer.clip_projection(projection.product(hidden, out=out), inplace=out is not None)  # hidden W_P, clipped
+    return h, c
+
+
 def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: PackedRows,
              h: torch.Tensor, c: torch.Tensor, workspace: Workspace | None = None,
-             chunk_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+             chunk_rows: int | None = None, steps=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the layers of one level (both directions, or one) over packed ``inputs (D, n_packed, in)``.
 
     ``h (D, B, P)`` and ``c (D, B, H)``: initial states, rows in sorted order. Returns the packed outputs
     ``(D, n_packed, P)`` and each row's final ``h`` and ``c``. The directions share ``dim`` and the clips, so the gate nonlinearities run once over them.
-    ``chunk_rows``: packed rows per input-to-gate product (``None``: all steps in one).
+    ``chunk_rows``: packed rows per input-to-gate product (``None``: all steps in one). ``steps`` (with a
+    workspace): what runs each :func:`lstm_step` (``steps.bind(layers, state_gates, projection)``, e.g. on
+    fixed buffers, as CUDA graphs); ``None``: called directly.
     """
     layer, inplace = layers[0], workspace is not None
     input_gates = paired([each.input_gates for each in layers])  # x W_0[:in] + B, per direction
     state_gates = paired([each.state_gates for each in layers])  # h W_0[in:]
     projection = paired([each.projection for each in layers])  # hidden W_P
     bias = [each.gate_bias() for each in layers]
+    if steps is not None and inplace:
+        step = steps.bind(layers, state_gates, projection)
+    else:
+        step = functools.partial(lstm_step, layer, state_gates, projection)
     sizes, offsets = rows.batch_sizes, rows.offsets
     blocks = rows.gate_blocks(chunk_rows)
     if inplace:  # no autograd: the products write into buffers
@@ -140,8 +157,7 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
                 ended_h.append(h[:, n:])
                 ended_c.append(c[:, n:])
                 h, c = h[:, :n], c[:, :n]
-            hidden, c = layer.cell(state_gates.add_to(gates, h), c)
-            h = layer.clip_projection(projection.product(hidden, out=step_out[t] if inplace else None), inplace=inplace)
+            h, c = step(gates, h, c, step_out[t] if inplace else None)
             outputs.append(h)
     final_h = torch.cat([h, *reversed(ended_h)], dim=1)
     final_c = torch.cat([c, *reversed(ended_c)], dim=1)
@@ -151,11 +167,12 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
 class Level(nn.Module):
     """How a level's two directions (``layers``, one per direction) run :func:`run_lstm`: a module without
     weights. ``workspace`` (no autograd): the loop writes into its buffers, ``chunk_rows`` packed rows per
-    input-to-gate product; without one, the differentiable loop. A plan swaps in its own."""
+    input-to-gate product, ``steps`` runs its time steps (:func:`run_lstm`); without one, the differentiable
+    loop. A plan swaps in its own."""
 
-    def __init__(self, workspace: Workspace | None = None, chunk_rows: int | None = None) -> None:
+    def __init__(self, workspace: Workspace | None = None, chunk_rows: int | None = None, steps=None) -> None:
         super().__init__()
-        self.workspace, self.chunk_rows = workspace, chunk_rows
+        self.workspace, self.chunk_rows, self.steps = workspace, chunk_rows, steps
 
     @property
     def differentiable(self) -> bool:
@@ -172,7 +189,7 @@ class Together(Level):
     """Both directions in one loop, their step products batched (the differentiable path, and the plans' default)."""
 
     def forward(self, layers, inputs, rows, h, c):
-        return run_lstm(layers, inputs, rows, h, c, self.workspace, self.chunk_rows)
+        return run_lstm(layers, inputs, rows, h, c, self.workspace, self.chunk_rows, self.steps)
 
 
 class Apart(Level):
@@ -180,7 +197,7 @@ class Apart(Level):
 
     def forward(self, layers, inputs, rows, h, c):
         each = [run_lstm([layer], inputs[d : d + 1], rows, h[d : d + 1], c[d : d + 1], self.workspace,
-                         self.chunk_rows) for d, layer in enumerate(layers)]
+                         self.chunk_rows, self.steps) for d, layer in enumerate(layers)]
         return tuple(torch.cat(parts) for parts in zip(*each))
 
 

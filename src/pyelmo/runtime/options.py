@@ -70,12 +70,12 @@ class RunOptions:
     def inference(cls, plan: ExecutionPlan | None = None, *, stateful: bool = False, token_cache_size: int = 0,
                   kernels: str | None = None, device: str | torch.device = "cpu",
                   precision: str | None = None, quantization: Quantization | None = None,
-                  products: Products | None = None) -> RunOptions:
+                  steps: str | None = None, products: Products | None = None) -> RunOptions:
         """The inference options of ``plan`` (default: :meth:`ExecutionPlan.for_machine` of ``precision``
-        (a name of :mod:`pyelmo.runtime.precision`: ``float32``, ``bfloat16``, ``int8``), ``quantization``
-        and ``kernels``). ``products``: those of a model planned already, to run it with (their plan)."""
+        (a name of :mod:`pyelmo.runtime.precision`: ``float32``, ``bfloat16``, ``int8``), ``quantization``,
+        ``kernels`` and ``steps``). ``products``: those of a model planned already, to run it with (their plan)."""
         plan = products.plan if products is not None else plan or ExecutionPlan.for_machine(
-            kernels=kernels, device=device, precision=precision, quantization=quantization)
+            kernels=kernels, device=device, precision=precision, quantization=quantization, steps=steps)
         options = cls(plan, TokenCache(token_cache_size) if token_cache_size > 0 else None,
                       CarriedStates() if stateful else None)
         options.products = products or options.products

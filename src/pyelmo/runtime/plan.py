@@ -19,7 +19,7 @@ import torch
 from pyelmo.errors import ConfigError
 from pyelmo.runtime import precision as precisions
 from pyelmo.runtime.precision import Precision, Quantization
-from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS
+from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS, STEP_MODES
 
 #: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
 ROW_CLASSES = (1, 8, 64, 256)
@@ -87,6 +87,7 @@ class ExecutionPlan:
     decided from. ``quantization``: in a quantizing precision (int8), which products run quantized
     (:class:`~pyelmo.runtime.precision.Quantization`: those with weights of at least ``min_weight`` elements,
     default :data:`pyelmo.runtime.precision.INT8_MIN_WEIGHT`; 0: all of them), the others exact float32.
+    ``steps``: one of :data:`STEP_MODES`, how the loop runs each time step (the same kernels, so the same bits).
     """
 
     precision: str = precisions.DEFAULT.name
@@ -96,6 +97,7 @@ class ExecutionPlan:
     torch: str = torch.__version__
     onednn: bool = field(default_factory=onednn_available)
     quantization: Quantization = Quantization()
+    steps: str = "eager"
 
     def __post_init__(self) -> None:
         spec = precisions.get(self.precision)
@@ -103,7 +105,7 @@ class ExecutionPlan:
         if not isinstance(self.quantization, Quantization):
             raise TypeError(f"plan quantization must be a Quantization (Quantization(min_weight=N)), "
                             f"got {self.quantization!r}")
-        for name, allowed in (("kernels", KERNEL_RULES), ("level_order", LEVEL_ORDERS)):
+        for name, allowed in (("kernels", KERNEL_RULES), ("level_order", LEVEL_ORDERS), ("steps", STEP_MODES)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"plan {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.kernels == "onednn" and not self.onednn:
@@ -114,13 +116,14 @@ class ExecutionPlan:
     @classmethod
     def for_machine(cls, *, kernels: str | None = None, device: str | torch.device = "cpu",
                     precision: str | Precision | None = None,
-                    quantization: Quantization | None = None) -> ExecutionPlan:
+                    quantization: Quantization | None = None, steps: str | None = None) -> ExecutionPlan:
         """The plan for this machine: ``precision`` (a name of :mod:`pyelmo.runtime.precision`, default float32),
         where this machine runs it (bfloat16 only where the hardware multiplies it, else exact float32; int8 on
         the CPU only, on the products ``quantization`` names: default :class:`Quantization`'s rule, the weights of
         at least :data:`~pyelmo.runtime.precision.INT8_MIN_WEIGHT` elements; a rule goes with a quantizing
         precision only); the fixed rule (or ``kernels``). The directions run one after the
-        other on CPUs with AMX tiles, where each direction's weights staying in cache pays, else together."""
+        other on CPUs with AMX tiles, where each direction's weights staying in cache pays, else together. Each
+        time step runs as a CUDA graph on a CUDA device, else eagerly (or as ``steps`` says)."""
         on_cpu = torch.device(device).type == "cpu"
         spec = precisions.get(precision)
         if on_cpu and spec.usable_on_cpu is not None and not spec.usable_on_cpu():  # warns
@@ -131,8 +134,12 @@ class ExecutionPlan:
         level_order = "apart" if "amx_tile" in cpu_flags()[1] else "together"
         if quantization is not None and not spec.quantizes:
             raise precisions.quantization_error()
+        cuda = torch.device(device).type == "cuda"
+        if steps == "graphs" and not cuda:
+            raise ConfigError(f"CUDA graphs run on a CUDA device, not on {device} (steps: eager or static)")
         return cls(spec.name, rule, level_order, onednn=onednn_available() and on_cpu,
-                   quantization=Quantization() if quantization is None else quantization)
+                   quantization=Quantization() if quantization is None else quantization,
+                   steps=steps or ("graphs" if cuda else "eager"))
 
     @property
     def spec(self) -> Precision:
@@ -178,4 +185,5 @@ class ExecutionPlan:
         engine = f" {spec.name}_engine={spec.engine()}" if spec.engine is not None else ""
         int8 = f" int8_min_weight={self.quantization.min_weight}{engine}" if spec.quantizes else ""
         return (f"precision={self.precision} kernels={self.kernels} level_order={self.level_order} "
-                f"cpu={self.cpu!r} torch={self.torch} onednn={self.onednn}{int8} threads={torch.get_num_threads()}")
+                f"cpu={self.cpu!r} torch={self.torch} onednn={self.onednn}{int8} threads={torch.get_num_threads()}"
+                f"{'' if self.steps == 'eager' else ' steps=' + self.steps}")

@@ -21,6 +21,7 @@ from pyelmo.runtime.linear import PLANNED, PlannedLinear
 from pyelmo.runtime.options import RunOptions
 from pyelmo.runtime.plan import ROW_CLASSES
 from pyelmo.runtime.products import Products
+from pyelmo.runtime.steps import level_steps
 
 #: Packed rows (token positions of one direction) per input-to-gate product in the planned loop.
 INPUT_GATE_CHUNK_ROWS = 512
@@ -78,7 +79,8 @@ def plan_model(model: nn.Module, options: RunOptions,
         raise ValueError("this model is planned already: a plan is applied once, to a model loaded for it")
     swap_modules(model, {
         nn.Linear: linear,
-        Level: lambda name, child: LEVELS[options.plan.level_order](Workspace(), INPUT_GATE_CHUNK_ROWS),
+        Level: lambda name, child: LEVELS[options.plan.level_order](Workspace(), INPUT_GATE_CHUNK_ROWS,
+                                                                    level_steps(options.plan.steps)),
         ConvMax: lambda name, child: PlannedConvMax(products),
     })
     return model.requires_grad_(False)

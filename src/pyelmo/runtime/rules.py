@@ -9,3 +9,6 @@ KERNEL_RULES = ("fixed", *KERNELS)
 #: nonlinearities once over both, small step products batched) or one after the other (each direction's
 #: weights stay in cache).
 LEVEL_ORDERS = ("together", "apart")
+#: How the packed loop runs each time step (the plan's ``steps``): called from Python (eager), on fixed
+#: buffers (static), or on those buffers captured as CUDA graphs and replayed (graphs: CUDA only, its default).
+STEP_MODES = ("eager", "static", "graphs")

@@ -1,0 +1,98 @@
+"""The time steps on fixed buffers (``ExecutionPlan.steps``, :mod:`pyelmo.runtime.steps`): the path CUDA graphs
+replay, run eagerly on the CPU, gives the same bits as the eager loop, in both orders, for batches that
+shrink step by step, grow and carry their states; graphs are a CUDA device's default and refused elsewhere."""
+
+from __future__ import annotations
+
+import copy
+import numpy as np
+import pytest
+import torch
+
+from pyelmo.errors import ConfigError
+from pyelmo.modeling.characters import batch_to_ids
+from pyelmo.runtime.options import RunOptions
+from pyelmo.runtime.plan import LEVEL_ORDERS, ExecutionPlan
+from pyelmo.runtime.planning import plan_model
+from pyelmo.runtime.rules import STEP_MODES
+from pyelmo.runtime.steps import StaticSteps
+
+WORDS = "the bank of the river was steep and the money in the bank was safe".split()
+
+
+def _batches(seed: int) -> list[list[list[str]]]:
+    """Batches of sentences of different lengths (rows end at different steps), the second one larger."""
+    rng = np.random.default_rng(seed)
+    return [[[WORDS[i] for i in rng.integers(0, len(WORDS), size)] for size in sizes]
+            for sizes in ([5, 1, 9, 3], [2, 11, 4, 4, 7, 1, 6, 3, 8])]
+
+
+def _outputs(model, plan: ExecutionPlan, stateful: bool = False) -> tuple[list[torch.Tensor], RunOptions]:
+    options = RunOptions.inference(plan, stateful=stateful)
+    planned = plan_model(copy.deepcopy(model), options)
+    results = []
+    with torch.inference_mode():
+        for batch in _batches(0) * 2:  # each shape twice: the buffers are reused
+            out = planned(batch_to_ids(batch), options=options)
+            results += [out.layers, *out.final_state]
+    return results, planned
+
+
+@pytest.mark.parametrize("order", LEVEL_ORDERS)
+@pytest.mark.parametrize("kernels", ["fixed", "onednn", "mm"])  # fixed: steps batched (bmm); else per direction
+@pytest.mark.parametrize("stateful", [False, True])
+def test_static_steps_give_the_eager_bits(tiny_model, order, kernels, stateful):
+    if kernels == "onednn" and not ExecutionPlan().onednn:
+        pytest.skip("this PyTorch build has no oneDNN")
+    eager, _ = _outputs(tiny_model, ExecutionPlan(kernels=kernels, level_order=order), stateful)
+    static, planned = _outputs(tiny_model, ExecutionPlan(kernels=kernels, level_order=order, steps="static"),
+                               stateful)
+    for a, b in zip(eager, static, strict=True):
+        assert torch.equal(a, b)
+    steps = planned.level.steps
+    assert isinstance(steps, StaticSteps) and not steps.capture and steps.captures == 0
+    # one buffer set per level and direction group, grown to the largest batch (9 rows), kept across calls
+    levels = tiny_model.config.lstm.n_layers * (1 if order == "together" else 2)
+    assert len(steps._levels) == levels
+    assert {buffers.h.shape[1] for buffers in steps._levels.values()} == {9}
+
+
+def test_static_steps_really_run_on_their_buffers(tiny_model, monkeypatch):
+    """The static path is the one that runs: spoiling its buffers after each step changes the outputs."""
+    from pyelmo.runtime import steps as steps_module
+
+    plan = ExecutionPlan(steps="static")
+    good, _ = _outputs(tiny_model, plan)
+    real = steps_module._fixed_step
+
+    def spoiled(owners, gates, h, c):
+        real(owners, gates, h, c)
+        c.mul_(0.5)
+
+    monkeypatch.setattr(steps_module, "_fixed_step", spoiled)
+    bad, _ = _outputs(tiny_model, plan)
+    assert not torch.equal(good[0], bad[0])
+
+
+def test_the_plan_names_its_steps():
+    assert ExecutionPlan.for_machine().steps == "eager"
+    assert ExecutionPlan.for_machine(steps="static").steps == "static"
+    assert ExecutionPlan.for_machine(device="cuda").steps == "graphs"  # deciding the plan touches no device
+    assert ExecutionPlan.for_machine(device="cuda", steps="eager").steps == "eager"
+    assert "steps=static" in ExecutionPlan(steps="static").summary()
+    assert "steps" not in ExecutionPlan().summary()  # the CPU default: summaries as before
+    with pytest.raises(ConfigError, match="CUDA graphs run on a CUDA device"):
+        ExecutionPlan.for_machine(steps="graphs")
+    with pytest.raises(ConfigError, match="steps must be one of"):
+        ExecutionPlan(steps="lazy")
+    assert set(STEP_MODES) == {"eager", "static", "graphs"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_graphs_give_the_eager_gpu_bits(tiny_model):
+    model = tiny_model.to("cuda")
+    eager, _ = _outputs(model, ExecutionPlan.for_machine(device="cuda", steps="eager"))
+    graphs, planned = _outputs(model, ExecutionPlan.for_machine(device="cuda"))
+    for a, b in zip(eager, graphs, strict=True):
+        assert torch.equal(a, b)
+    assert planned.level.steps.captures > 0
