@@ -421,8 +421,9 @@ def test_the_page_language_follows_lang():
     """--lang zh serves the page in Chinese (its <html lang> names the message table); others in English."""
     from pyelmo.serve.app import _static_dir, page_html
 
-    english = (_static_dir() / "index.html").read_text(encoding="utf-8")
-    assert '<html lang="en">' in english
+    english = page_html(_static_dir(), "en")
+    assert '<html lang="en">' in english and "{{" not in english
+    assert (_static_dir() / "header.html").read_text(encoding="utf-8").strip() in english  # the export's header too
     assert page_html(_static_dir(), "auto") == page_html(_static_dir(), "ja") == english
     assert page_html(_static_dir(), "zh") == english.replace('<html lang="en">', '<html lang="zh-CN">')
 

@@ -137,6 +137,8 @@ def test_the_export_writes_a_static_folder(english_page):
                      "ort/README.md", "ort/ort-wasm-simd-threaded.wasm", "ort/ort.wasm.bundle.min.mjs", "text.js"]
     html = (english_page / "index.html").read_text(encoding="utf-8")
     assert '<html lang="en">' in html and json.dumps(BANK)[1:-1] in html and "{{" not in html
+    header = ROOT / "src" / "pyelmo" / "serve" / "static" / "header.html"  # the header of pyelmo serve's page
+    assert header.read_text(encoding="utf-8").strip() in html
     assert not [p for p in english_page.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left
 
 

@@ -90,8 +90,10 @@ def _static_dir() -> Path:
 
 
 def page_html(static: Path, lang: str) -> str:
-    """The page for a server tokenizing as ``lang``: index.html in the language of ``PAGE_LANGUAGES``."""
-    html = (static / "index.html").read_text(encoding="utf-8")
+    """The page for a server tokenizing as ``lang``: index.html with its header (header.html, the browser
+    export's header too: :func:`pyelmo.web.export.render_page`), in the language of ``PAGE_LANGUAGES``."""
+    header = (static / "header.html").read_text(encoding="utf-8").rstrip("\n")
+    html = (static / "index.html").read_text(encoding="utf-8").replace("{{header}}", header, 1)
     return html.replace('<html lang="en">', f'<html lang="{PAGE_LANGUAGES.get(lang, "en")}">', 1)
 
 

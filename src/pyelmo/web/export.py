@@ -22,6 +22,9 @@ from pyelmo.fileio import PathLike, atomic_folder
 ORT_WEB_VERSION = "1.30.0"
 HERE = Path(__file__).resolve().parent
 PAGE_DIR, VENDOR_DIR = HERE / "page", HERE / "vendor"
+#: The page's header (title, subtitle, model line): the one the ``pyelmo serve`` page shows, filled in by each
+#: page's script (``data-t="subtitle"``: its texts; ``model-info``: the model).
+HEADER = HERE.parent / "serve" / "static" / "header.html"
 #: The page's files copied as they are, and the vendored files copied into ``ort/``.
 PAGE_FILES = ("app.js", "text.js", "moses-data.js")
 VENDOR_FILES = ("ort.wasm.bundle.min.mjs", "ort-wasm-simd-threaded.wasm", "LICENSE", "README.md")
@@ -54,7 +57,8 @@ def render_page(config: dict) -> str:
     page = {"lang": lang, "texts": texts, "about": about, "examples": page_examples(lang)}
     data = json.dumps(page, ensure_ascii=False).replace("</", "<\\/")
     html = (PAGE_DIR / "index.html").read_text(encoding="utf-8")
-    return html.replace("{{lang}}", lang).replace("{{config}}", data)
+    header = HEADER.read_text(encoding="utf-8").rstrip("\n")
+    return html.replace("{{header}}", header).replace("{{lang}}", lang).replace("{{config}}", data)
 
 
 def export_web(model=None, outdir: PathLike = "", *, weight_file: PathLike | None = None,

@@ -10,7 +10,7 @@ from pyelmo.tasks.metrics import tag_metrics
 
 
 class Tag(TaskKind):
-    name, order, extension, context = "tag", 2, "conll", "line"
+    name, order, extension = "tag", 2, "conll"  # context: the default, "line" (an example is one sentence)
     help = "tag (CoNLL)"
     description = ("BiLSTM + CRF.  Data: CoNLL style, token<TAB>tag per line (the tag is the last column), a blank "
                    "line between sentences, -DOCSTART- lines skipped.")
