@@ -1,13 +1,16 @@
-"""The prepared GPU check (issue 17, item 5): one command for a session that is lent a GPU.
+"""The prepared GPU check (issues 17 and 49): one command for a session that is lent a GPU.
 
     PYTHONPATH=src python3 benchmarks/gpu_check.py --out $OUT/gpu_check.json
 
 1. **Exact outputs**: the same random-weight biLM (``--configs``, presets) embeds the same
    sentences on the CPU and on ``--device``, float32 with TF32 off; the largest difference of
    any layer (the tests' bound is 1e-5).
-2. **Embed throughput** on ``--device`` at each ``--batch-sizes`` (tokens/s after a warm-up,
-   ``ElmoEmbedder.embed_batch``), exact float32 and ``precision="bfloat16"``, with bf16's largest
-   difference from exact.
+2. **Embed throughput** on ``--device`` at each ``--batch-sizes`` (issue 49): the same batches in every mode
+   of :data:`MODES`, in one call: eager steps, the steps as CUDA graphs (``steps="graphs"``; the fixed
+   buffers run eagerly on a CPU), graphs with TF32, graphs with ``precision="bfloat16"``, and eager again
+   (the baseline rerun). Per mode: tokens/s of a second pass over the batches (the first captures the
+   graphs), the first pass's, the largest difference from the CPU's exact vectors (``--diff-sentences``),
+   the captures and their time, the device's peak memory; the speed of each graphs mode over eager.
 3. **Training**: ``pyelmo train`` for ``--train-steps`` steps on ``--device`` with ``--bf16``
    (autocast) on text made here (``configs/english-v2.toml``'s model); its tokens/s and whether the
    loss is finite and falling.
@@ -66,33 +69,72 @@ def exact_outputs(config: str, device_name: str, workdir: Path, n: int) -> dict:
     return {"config": config, "sentences": n, "max_abs_diff": diff, "within_1e-5": diff <= 1e-5}
 
 
-def throughput(config: str, device_name: str, workdir: Path, batch_size: int, batches: int) -> dict:
-    """Tokens/s of ``embed_batch`` on ``batches`` batches (after one warm-up batch), exact and bf16."""
-    import numpy as np
+#: The throughput modes, each timed in the same call: ``(name, steps, precision, tf32)``; the eager baseline runs
+#: first and again last (the device's drift between them shows in the two).
+MODES = (("eager", "eager", None, False), ("graphs", "graphs", None, False), ("graphs_tf32", "graphs", None, True),
+         ("graphs_bf16", "graphs", "bfloat16", False), ("eager_again", "eager", None, False))
 
+
+def cpu_reference(config: str, workdir: Path, sentences: list) -> list:
+    """The exact CPU vectors of ``sentences`` (what every mode's difference is taken from)."""
     from pyelmo import ElmoEmbedder
 
     options, weights = write_model(config, workdir)
-    sentences = make_sentences(batch_size * (batches + 1), seed=2)
-    row: dict = {"config": config, "batch_size": batch_size}
-    outputs = {}
-    for mode, bf16 in (("exact", False), ("bf16", True)):
-        embedder = ElmoEmbedder(options, weights, device=device_name, batch_size=batch_size,
-                                precision="bfloat16" if bf16 else None)
-        _sync(embedder.device)
-        embedder.embed_batch(sentences[:batch_size])  # warm-up (kernel choice, caches)
-        _sync(embedder.device)
-        start, tokens, out = time.perf_counter(), 0, []
-        for i in range(1, batches + 1):
-            batch = sentences[i * batch_size:(i + 1) * batch_size]
-            out += embedder.embed_batch(batch)
-            tokens += sum(len(s) for s in batch)
-        _sync(embedder.device)
-        row[f"{mode}_tokens_per_s"] = round(tokens / (time.perf_counter() - start), 1)
-        outputs[mode] = out
-    row["bf16_max_abs_diff"] = max(float(np.abs(a - b).max(initial=0.0))
-                                   for a, b in zip(outputs["exact"], outputs["bf16"]))
-    row["bf16_speedup"] = round(row["bf16_tokens_per_s"] / row["exact_tokens_per_s"], 2)
+    return ElmoEmbedder(options, weights, device="cpu").embed_batch(sentences)
+
+
+def timed(options: Path, weights: Path, device_name: str, batch_size: int, sentences: list, mode: tuple,
+          reference: list) -> dict:
+    """One mode's tokens/s over the batches of ``sentences``, timed on a second pass (the first captures every
+    row count's graphs, timed apart), its largest difference from ``reference`` (the CPU's vectors of the first
+    sentences), the captures and the device's peak memory."""
+    import numpy as np
+    import torch
+
+    from pyelmo import ElmoEmbedder
+
+    name, steps, precision, tf32 = mode
+    device = torch.device(device_name)
+    steps = steps if steps != "graphs" or device.type == "cuda" else "static"  # the graphs' buffers, on a CPU
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        embedder = ElmoEmbedder(options, weights, device=device_name, batch_size=batch_size, precision=precision,
+                                steps=steps)
+        batches = [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        first = time.perf_counter()
+        out = [v for batch in batches for v in embedder.embed_batch(batch)]  # warm-up: kernels, captures
+        _sync(device)
+        first = time.perf_counter() - first
+        start = time.perf_counter()
+        for batch in batches:
+            embedder.embed_batch(batch)
+        _sync(device)
+        seconds = time.perf_counter() - start
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    tokens = sum(len(s) for s in sentences)
+    level = getattr(embedder.model.level, "steps", None)
+    return {"steps": steps, "precision": embedder.options.precision, "tf32": tf32,
+            "tokens_per_s": round(tokens / seconds, 1), "first_pass_tokens_per_s": round(tokens / first, 1),
+            "max_abs_diff_from_cpu": max(float(np.abs(a - b).max(initial=0.0)) for a, b in zip(reference, out)),
+            "captures": getattr(level, "captures", 0), "capture_s": round(getattr(level, "capture_seconds", 0.0), 3),
+            "peak_memory_mb": (round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+                               if device.type == "cuda" else None)}
+
+
+def throughput(config: str, device_name: str, workdir: Path, batch_size: int, batches: int,
+               reference: list) -> dict:
+    """Every mode of :data:`MODES` on the same ``batches`` batches of ``batch_size`` sentences, side by side."""
+    options, weights = write_model(config, workdir)
+    sentences = make_sentences(batch_size * batches, seed=2)
+    row: dict = {"config": config, "batch_size": batch_size, "tokens": sum(len(s) for s in sentences)}
+    for mode in MODES:
+        row[mode[0]] = timed(options, weights, device_name, batch_size, sentences, mode, reference)
+        print(f"  {config} b{batch_size} {mode[0]}", json.dumps(row[mode[0]]), flush=True)
+    eager = (row["eager"]["tokens_per_s"] + row["eager_again"]["tokens_per_s"]) / 2
+    row["speedup_over_eager"] = {name: round(row[name]["tokens_per_s"] / eager, 2) for name, *_ in MODES[1:4]}
     return row
 
 
@@ -131,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exact-sentences", type=int, default=64)
     parser.add_argument("--batch-sizes", default="32,256", help="embed throughput batch sizes")
     parser.add_argument("--batches", type=int, default=8, help="timed batches per throughput row")
-    parser.add_argument("--train-steps", type=int, default=50, help="0 skips the training check")
+    parser.add_argument("--diff-sentences", type=int, default=64,
+                        help="the first N sentences of each throughput row are compared with the CPU's vectors")
+    parser.add_argument("--train-steps", type=int, default=30, help="0 skips the training check")
     parser.add_argument("--train-batch-tokens", type=int, default=32768)
     parser.add_argument("--train-config", default="configs/english-v2.toml")
     parser.add_argument("--out", help="write the results as JSON here")
@@ -143,8 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         for config in args.configs.split(","):
             results["exact"].append(exact_outputs(config, args.device, work, args.exact_sentences))
             print("exact", json.dumps(results["exact"][-1]), flush=True)
+            reference = cpu_reference(config, work, make_sentences(args.diff_sentences, seed=2))
             for batch_size in (int(b) for b in args.batch_sizes.split(",")):
-                results["throughput"].append(throughput(config, args.device, work, batch_size, args.batches))
+                results["throughput"].append(throughput(config, args.device, work, batch_size, args.batches,
+                                                        reference))
                 print("throughput", json.dumps(results["throughput"][-1]), flush=True)
         if args.train_steps:
             results["training"] = training(args.device, work, args.train_steps, args.train_batch_tokens,

@@ -38,6 +38,25 @@ def _outputs(model, plan: ExecutionPlan, stateful: bool = False) -> tuple[list[t
     return results, planned
 
 
+@pytest.fixture(scope="module")
+def small_size_model():
+    """Random weights of the ``small`` preset's sizes: products large enough for the libraries' batched paths
+    (ATen's batched product rounds a contiguous result otherwise than a strided one)."""
+    from pyelmo.config import preset
+    from pyelmo.modeling.bilm import BiLM
+
+    torch.manual_seed(0)
+    return BiLM(preset("small")).eval()
+
+
+def test_static_steps_give_the_eager_bits_at_a_released_size(small_size_model):
+    for order in LEVEL_ORDERS:
+        eager, _ = _outputs(small_size_model, ExecutionPlan(level_order=order))
+        static, _ = _outputs(small_size_model, ExecutionPlan(level_order=order, steps="static"))
+        for a, b in zip(eager, static, strict=True):
+            assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("order", LEVEL_ORDERS)
 @pytest.mark.parametrize("kernels", ["fixed", "onednn", "mm"])  # fixed: steps batched (bmm); else per direction
 @pytest.mark.parametrize("stateful", [False, True])
@@ -51,10 +70,10 @@ def test_static_steps_give_the_eager_bits(tiny_model, order, kernels, stateful):
         assert torch.equal(a, b)
     steps = planned.level.steps
     assert isinstance(steps, StaticSteps) and not steps.capture and steps.captures == 0
-    # one buffer set per level and direction group, grown to the largest batch (9 rows), kept across calls
+    # one buffer set per level and direction group, grown to the largest batch (9 rows and a spare one), kept across calls
     levels = tiny_model.config.lstm.n_layers * (1 if order == "together" else 2)
     assert len(steps._levels) == levels
-    assert {buffers.h.shape[1] for buffers in steps._levels.values()} == {9}
+    assert {buffers.h.shape[1] for buffers in steps._levels.values()} == {10}
 
 
 def test_static_steps_really_run_on_their_buffers(tiny_model, monkeypatch):

@@ -28,13 +28,15 @@ class LevelBuffers:
     buffer set is never taken for another level's."""
 
     def __init__(self, owners: tuple, gates: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> None:
-        self.owners = owners  # buffers of a call's first step's shapes (its most rows)
-        self.gates, self.h, self.c = (torch.zeros_like(x, memory_format=torch.contiguous_format) for x in (gates, h, c))
+        self.owners = owners
+        # a call's first step's shapes (its most rows), and a spare row: a step's view of a buffer is then laid out
+        # as the loop's own outputs are (not contiguous), and ATen's batched products round the same way
+        self.gates, self.h, self.c = (x.new_zeros(x.shape[0], x.shape[1] + 1, x.shape[2]) for x in (gates, h, c))
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
 
     def fits(self, owners: tuple, rows: int, like: torch.Tensor) -> bool:
         same = self.owners[0] == owners[0] and self.owners[1] is owners[1] and self.owners[2] is owners[2]
-        return (same and self.h.shape[1] >= rows and self.h.device == like.device and self.h.dtype == like.dtype)
+        return (same and self.h.shape[1] > rows and self.h.device == like.device and self.h.dtype == like.dtype)
 
 
 class StaticSteps:
