@@ -128,12 +128,12 @@ def check_structure(model: ModelFiles, remove_on_failure: list[Path]) -> None:
     from pyelmo.modeling.bilm import BiLM
     import torch
 
-    from pyelmo.modelio.weights import _hdf5_layout, load_options
+    from pyelmo.modelio.weights import _hdf5_layout, file_shape, load_options
 
     try:
         config = load_options(model.options)
         with torch.device("meta"):  # shapes only: no memory, no initialisation
-            expected = {name: _file_shape(t, how) for name, t, how in _hdf5_layout(BiLM(config))}
+            expected = {name: file_shape(t, how) for name, t, how in _hdf5_layout(BiLM(config))}
         try:
             handle = h5py.File(model.weights, "r")
         except OSError as exc:
@@ -155,17 +155,3 @@ def check_structure(model: ModelFiles, remove_on_failure: list[Path]) -> None:
                 path.unlink(missing_ok=True)
                 Ledger(path.parent).forget(path.name)  # its digest was recorded from a bad file
         raise WeightFileError(f"{exc}; removed the downloaded file(s), run again to download") from None
-
-
-def _file_shape(tensor, how: str) -> tuple[int, ...]:
-    """The HDF5 dataset shape of a model tensor (``pyelmo.modelio.weights._to_file_layout``, on shapes)."""
-    if how == "W0":
-        return (tensor[0].shape[1] + tensor[1].shape[1], tensor[0].shape[0])
-    shape = tuple(tensor.shape)
-    if how == "T":
-        return shape[::-1]
-    if how == "char":
-        return (shape[0] - 1, *shape[1:])
-    if how == "conv":
-        return (1, shape[2], shape[1], shape[0])
-    return shape

@@ -11,6 +11,7 @@ from typing import Iterator
 
 import numpy as np
 import torch
+from torch import nn
 
 from pyelmo.modeling.bilm import BACKWARD, FORWARD, BiLM
 from pyelmo.config import ElmoConfig
@@ -101,14 +102,39 @@ def _to_file_layout(tensor, how: str) -> np.ndarray:
     return array
 
 
+def file_shape(tensor, how: str) -> tuple[int, ...]:
+    """The HDF5 dataset shape of a model tensor (:func:`_to_file_layout`, on shapes: meta tensors do)."""
+    if how == "W0":
+        return (tensor[0].shape[1] + tensor[1].shape[1], tensor[0].shape[0])
+    shape = tuple(tensor.shape)
+    if how == "T":
+        return shape[::-1]
+    if how == "char":
+        return (shape[0] - 1, *shape[1:])
+    if how == "conv":
+        return (1, shape[2], shape[1], shape[0])
+    return shape
+
+
+def _materialized(model: nn.Module) -> nn.Module:
+    """``model`` (built on the meta device) with uninitialised CPU parameters of the same shapes, in place
+    (``Module.to_empty`` does the same, but its first call imports sympy, half a second)."""
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if p is not None:
+                module._parameters[name] = nn.Parameter(torch.empty(p.shape, dtype=p.dtype), p.requires_grad)
+    return model
+
+
 def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike) -> BiLM:
     """Build a ``BiLM`` from a released options JSON and bilm-tf weight HDF5 file."""
     import h5py
 
     config = load_options(options_file)
     weight_file = _readable_file(weight_file, "weight file")
-    model = BiLM(config)
-    layout = _full_layout(model)
+    with torch.device("meta"):  # shapes only: every parameter is read from the file (no initialisation)
+        model = BiLM(config)
+    layout = _full_layout(_materialized(model))
     try:
         handle = h5py.File(weight_file, "r")
     except OSError as exc:
@@ -121,7 +147,7 @@ def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike) -> BiLM:
                 raise WeightFileError(f"weight file {weight_file} is corrupt: cannot read {name!r} ({exc})") from None
             if not isinstance(dataset, h5py.Dataset):
                 raise WeightFileError(f"weight file {weight_file} has no dataset {name!r}")
-            expected = _to_file_layout(target, how).shape
+            expected = file_shape(target, how)
             if dataset.shape != expected:
                 raise WeightFileError(
                     f"weight file {weight_file}: dataset {name!r} has shape {dataset.shape}, "
