@@ -85,6 +85,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                              ". --model may be a folder 'pyelmo export --format onnx' wrote (onnxruntime only)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--no-overlap-writes", dest="overlap_writes", action="store_false",
+                        help="write the vectors to disk between batches instead of in a background thread "
+                             "while the next batches are computed (the same file either way)")
     parser.set_defaults(func=run, output_format="all")
 
 
@@ -117,7 +120,7 @@ def embed_job(args: argparse.Namespace):
                     pool="mean" if args.sentence_vectors else None, forget_sentences=args.forget_sentences,
                     use_sentence_keys=args.use_sentence_keys, skip_blank_lines=args.skip_blank_lines,
                     tokenize=args.tokenize, lang=args.lang, shard=shard, resume=args.resume,
-                    overwrite=args.overwrite, progress=not args.no_progress)
+                    overwrite=args.overwrite, progress=not args.no_progress, overlap_writes=args.overlap_writes)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -269,7 +269,8 @@ class ElmoEmbedder:
                    output_format: str = "all", batch_size: int | None = None, forget_sentences: bool = False,
                    use_sentence_keys: bool = False, skip_blank_lines: bool = False, overwrite: bool = False,
                    progress: bool = False, shard: tuple[int, int] | None = None, resume: bool = False,
-                   tokenize: bool = False, lang: str | None = None, pool: str | None = None) -> int:
+                   tokenize: bool = False, lang: str | None = None, pool: str | None = None,
+                   overlap_writes: bool = True) -> int:
         """Embed a file of whitespace-tokenized sentences (one per line) into an HDF5 file (``pool="mean"``: one
         sentence vector per line, ``(L, D)`` or ``(D,)``, instead of the token vectors).
 
@@ -281,7 +282,8 @@ class ElmoEmbedder:
         ``shard=(i, n)`` embeds only the lines whose index is ``i`` modulo ``n`` (keys stay
         the global line indexes), so ``n`` processes can split a corpus; ``merge_shards``
         joins their files. ``tokenize=True``: the lines are raw text, split by :meth:`tokenize` in
-        the language ``lang`` (default ``auto``) instead of on whitespace.
+        the language ``lang`` (default ``auto``) instead of on whitespace. ``overlap_writes=False``: written between
+        batches, not in a background thread while the next ones are computed (the same file).
         """
         from pyelmo.embedding.job import EmbedJob
 
@@ -289,7 +291,7 @@ class ElmoEmbedder:
                                        batch_size=batch_size, forget_sentences=forget_sentences,
                                        use_sentence_keys=use_sentence_keys, skip_blank_lines=skip_blank_lines,
                                        tokenize=tokenize, lang=lang, shard=shard, resume=resume,
-                                       overwrite=overwrite, progress=progress))
+                                       overwrite=overwrite, progress=progress, overlap_writes=overlap_writes))
 
     def embed_job(self, job) -> int:
         """Run an :class:`~pyelmo.embedding.job.EmbedJob` (checked when it was made; see :meth:`embed_file`):

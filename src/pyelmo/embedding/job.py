@@ -32,7 +32,9 @@ class EmbedJob:
     ``overwrite``). ``output_format``: one of :data:`OUTPUT_FORMATS`; ``pool="mean"``: one sentence vector per
     line. ``tokenize``: the lines are raw text, split in the language ``lang`` (default ``auto``); else they are
     split on whitespace. ``shard=(i, n)``: only the lines whose index is ``i`` modulo ``n``. ``resume``:
-    continue an interrupted run of the same job. Making a job checks all of it (``InputError``, one line)
+    continue an interrupted run of the same job. ``overlap_writes``: the vectors are written to disk in a
+    background thread while the next ones are computed (``False``: in the caller's thread, between
+    batches; the same file either way). Making a job checks all of it (``InputError``, one line)
     before any work; ``lang`` reads back as ``auto`` or the language with ``tokenize``, else None.
     """
 
@@ -50,6 +52,7 @@ class EmbedJob:
     resume: bool = False
     overwrite: bool = False
     progress: bool = False
+    overlap_writes: bool = True
 
     def __post_init__(self) -> None:
         from pyelmo.embedding.pooling import check_pool

@@ -6,7 +6,8 @@ or with sentence vectors (``pool="mean"``) ``(L, D)`` or ``(D,)``, plus ``senten
 ``{sentence: "i"}``; a variable-length string, or above ``SENTENCE_INDEX_VLEN_LIMIT`` bytes a
 fixed-length one, so that memory stays flat for any number of lines; both read back as
 ``json.loads(f["sentence_to_index"][0])``). Work goes into parts (one file per ``SEGMENT_LINES`` input
-lines) that a resumed run reuses; shards merge into one file.
+lines) that a resumed run reuses, written by a background thread while the next vectors are computed
+(:class:`~pyelmo.embedding.part_writer.PartWriter`); shards merge into one file.
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from pyelmo.embedding.job import EmbedJob, is_stream
+from pyelmo.embedding.part_writer import PartWriter
 from pyelmo.embedding.parts import Parts, run_fingerprint
 from pyelmo.embedding.pooling import mean_pool
 from pyelmo.embedding.sentence_index import SentenceIndexOnDisk
 from pyelmo.errors import InputError, PyelmoError
-from pyelmo.text.batching import chunks
+from pyelmo.text.batching import SORT_WINDOW, chunks
 from pyelmo.text.lines import text_lines
 
 
@@ -103,16 +105,19 @@ def _embed_segments(embedder, job: EmbedJob, parts: Parts, sentence_to_index, ba
         lines = _shard_lines(lines, *job.shard)
     sentence_keys: set[str] = set()  # only with use_sentence_keys (to keep the first of repeated sentences)
     count = 0
-    for segment, numbered in enumerate(chunks(lines, SEGMENT_LINES)):
-        progress = bar.get()  # made once the first lines are read: an unreadable input gives its error line only
-        kept = _kept_lines(numbered, job.use_sentence_keys, sentence_keys, sentence_to_index)
-        if parts.done(segment):
-            progress.update(len(kept))
-        else:
-            vectors = embedder.embed_sentences([split(index, text) for _, index, text in kept], job.batch_size)
-            parts.write(segment, ((key, _select(emb, job.output_format, job.pool)) for (key, _, _), emb in
-                                  zip(kept, _counted(vectors, progress))))
-        count += len(kept)
+    # up to one sorting window of sentences waits for the writer while the next window is computed
+    writer = PartWriter(parts, lambda emb: _select(emb, job.output_format, job.pool),
+                        SORT_WINDOW * (job.batch_size or embedder.batch_size), background=job.overlap_writes)
+    with writer:
+        for segment, numbered in enumerate(chunks(lines, SEGMENT_LINES)):
+            progress = bar.get()  # made once the first lines are read: an unreadable input gives its error line only
+            kept = _kept_lines(numbered, job.use_sentence_keys, sentence_keys, sentence_to_index)
+            if parts.done(segment):
+                progress.update(len(kept))
+            else:
+                vectors = embedder.embed_sentences([split(index, text) for _, index, text in kept], job.batch_size)
+                writer.write(segment, zip((key for key, _, _ in kept), _counted(vectors, progress)))
+            count += len(kept)
     return count
 
 
