@@ -62,9 +62,9 @@ class ElmoEmbedder:
     the int8 copies of those weights are kept). A ``BiLM`` passed in that was planned already runs as it is,
     with its plan (``plan_model(bilm, RunOptions.inference(...))``: one copy of its weights); any other
     ``BiLM`` passed in is left as it is, free to train: the embedder plans a copy of it, here.
-    The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by
-    default a fixed rule of this machine, so the same input gives the same bits in every process; ``steps``:
-    how the LSTM's time steps run (on a CUDA device by default as CUDA graphs: :mod:`pyelmo.runtime.steps`).
+    The products follow an execution plan (:class:`pyelmo.runtime.plan.ExecutionPlan`, ``plan``): by default a
+    fixed rule of this machine, so the same input gives the same bits in every process; ``steps``: how the LSTM's
+    time steps run (on a CUDA device by default as CUDA graphs: :mod:`pyelmo.runtime.steps`).
 
     ``runtime="onnxruntime"`` runs the model as an ONNX graph in ONNX Runtime instead of PyTorch (``model``: a
     folder ``pyelmo export --format onnx`` wrote, or any model, exported once into ``~/.cache/pyelmo/onnx/``;
@@ -80,8 +80,7 @@ class ElmoEmbedder:
     for a model of Chinese, Japanese or Thai text, text without that script's letters (taken
     from the script: ``lang="auto"``) warns too, once.
 
-    An embedder keeps state between calls (token cache, buffers, carried states): use one per
-    thread, or one thread per embedder as ``pyelmo serve`` does.
+    An embedder keeps state between calls (token cache, buffers, carried states): one per thread, as ``pyelmo serve``.
     """
 
     def __init__(self, model: BiLM | str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
@@ -241,11 +240,10 @@ class ElmoEmbedder:
         ``pool="mean"`` one ``(L, D)`` sentence vector (:func:`mean_pool`: the mean over the sentence's own
         tokens, never over padding, so it does not depend on the batching).
 
-        Stateful: batches are ``batch_size`` consecutive sentences. Stateless: sentences
-        are sorted by length within a window of ``SORT_WINDOW * batch_size`` sentences and
-        cut into batches of at most ``max_tokens`` token positions (or ``batch_size``
-        sentences when ``max_tokens`` is None), which wastes no padding and keeps the
-        matrix products large for short sentences.
+        Stateful: batches are ``batch_size`` consecutive sentences. Stateless: sentences are sorted by length
+        within a window of ``SORT_WINDOW * batch_size`` sentences and cut into batches of at most ``max_tokens``
+        token positions (or ``batch_size`` sentences when ``max_tokens`` is None), which wastes no padding and
+        keeps the matrix products large for short sentences.
         """
         check_pool(pool)
         vectors = self._batched(sentences, batch_size or self.batch_size)
@@ -282,8 +280,8 @@ class ElmoEmbedder:
         ``shard=(i, n)`` embeds only the lines whose index is ``i`` modulo ``n`` (keys stay
         the global line indexes), so ``n`` processes can split a corpus; ``merge_shards``
         joins their files. ``tokenize=True``: the lines are raw text, split by :meth:`tokenize` in
-        the language ``lang`` (default ``auto``) instead of on whitespace. ``overlap_writes=False``: written between
-        batches, not in a background thread while the next ones are computed (the same file).
+        the language ``lang`` (default ``auto``) instead of on whitespace. ``overlap_writes``: the file is written
+        in a background thread while the next batches are computed (``False``: between batches; the same bytes).
         """
         from pyelmo.embedding.job import EmbedJob
 
