@@ -290,5 +290,5 @@ def model_fingerprint(model: BiLM) -> str:
     for name, tensor in sorted(model.state_dict().items()):
         t = tensor.detach().cpu().contiguous()
         h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode("utf-8"))
-        h.update(t.numpy().tobytes())
+        h.update(t.numpy().reshape(-1).view(np.uint8))  # the bytes, not a copy of them
     return h.hexdigest()
