@@ -74,6 +74,8 @@ def test_static_steps_give_the_eager_bits(tiny_model, order, kernels, stateful):
     levels = tiny_model.config.lstm.n_layers * (1 if order == "together" else 2)
     assert len(steps._levels) == levels
     assert {buffers.h.shape[1] for buffers in steps._levels.values()} == {10}
+    copied = copy.deepcopy(planned)  # a copy makes its own buffers
+    assert copied.level.steps._levels == {} and copied.level.steps.capture == steps.capture
 
 
 def test_static_steps_really_run_on_their_buffers(tiny_model, monkeypatch):

@@ -53,6 +53,12 @@ class StaticSteps:
         self._pool = None
         self._stream = None
 
+    def __getstate__(self) -> dict:  # copied or pickled: the buffers and graphs are made again on first use
+        return {"capture": self.capture}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["capture"])
+
     def bind(self, layers: Sequence[LstmWithProjection], state_gates, projection):
         """The step function of one :func:`~pyelmo.modeling.lstm.run_lstm` call: ``step(gates, h, c, out)``."""
         return functools.partial(self._step, (tuple(layers), state_gates, projection))
