@@ -109,6 +109,50 @@ def test_the_plan_names_its_steps():
     assert set(STEP_MODES) == {"eager", "static", "graphs"}
 
 
+def test_each_row_count_is_captured_once_and_replayed(tiny_model, monkeypatch):
+    """The capture bookkeeping, on the CPU with a stand-in graph whose replay runs what was captured: a row
+    count's first step runs and is captured, its later steps replay on the same buffers, the bits are the eager
+    loop's, and grown buffers are captured anew."""
+    from pyelmo.runtime import steps as steps_module
+
+    replays = []
+
+    class Recorded:
+        def __init__(self, run):
+            self.run = run
+
+        def replay(self):
+            replays.append(self)
+            self.run()
+
+    def captured(self, run):
+        run()  # the step itself, as the CUDA capture runs it before recording
+        self.captures += 1
+        return Recorded(run)
+
+    monkeypatch.setattr(steps_module.StaticSteps, "captures_on", staticmethod(lambda device: True))
+    monkeypatch.setattr(steps_module.StaticSteps, "_captured", captured)
+    eager, _ = _outputs(tiny_model, ExecutionPlan())
+    options = RunOptions.inference(ExecutionPlan(steps="static"))
+    planned = plan_model(copy.deepcopy(tiny_model), options)
+    steps = planned.level.steps
+    steps.capture = True  # as a CUDA device's plan has it
+    results = []
+    with torch.inference_mode():
+        for batch in _batches(0) * 2:
+            out = planned(batch_to_ids(batch), options=options)
+            results += [out.layers, *out.final_state]
+    for a, b in zip(eager, results, strict=True):
+        assert torch.equal(a, b)
+    # a step of n rows per time step (sentences and their boundaries); each level's row counts captured once
+    row_counts = {sum(len(s) + 2 > t for s in batch) for batch in _batches(0) for t in range(max(map(len, batch)) + 2)}
+    assert all(set(buffers.graphs) == row_counts for buffers in steps._levels.values())
+    first_batch = {sum(len(s) + 2 > t for s in _batches(0)[0]) for t in range(max(map(len, _batches(0)[0])) + 2)}
+    levels = tiny_model.config.lstm.n_layers
+    assert steps.captures == levels * (len(first_batch) + len(row_counts))  # the grown buffers' graphs made anew
+    assert len(replays) > steps.captures
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_graphs_give_the_eager_gpu_bits(tiny_model):
     model = tiny_model.to("cuda")

@@ -84,12 +84,17 @@ class StaticSteps:
             graph.replay()
         else:
             run = functools.partial(_fixed_step, owners, fixed_gates, fixed_h, fixed_c)
-            if self.capture and h.device.type == "cuda":
+            if self.capture and self.captures_on(h.device):
                 level.graphs[rows] = self._captured(run)
             else:
                 run()
         out.copy_(fixed_h)
         return fixed_h, fixed_c
+
+    @staticmethod
+    def captures_on(device: torch.device) -> bool:
+        """Whether steps on ``device`` are captured (CUDA graphs: a CUDA device)."""
+        return device.type == "cuda"
 
     def _captured(self, run) -> torch.cuda.CUDAGraph:
         """``run()`` (the step itself, and the warm-up a capture needs), then captured as a graph."""
