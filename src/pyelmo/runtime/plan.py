@@ -124,7 +124,8 @@ class ExecutionPlan:
         precision only); the fixed rule (or ``kernels``). The directions run one after the
         other on CPUs with AMX tiles, where each direction's weights staying in cache pays, else together. Each
         time step runs as a CUDA graph on a CUDA device, else eagerly (or as ``steps`` says)."""
-        on_cpu = torch.device(device).type == "cpu"
+        kind = torch.device(device).type
+        on_cpu, cuda = kind == "cpu", kind == "cuda"
         spec = precisions.get(precision)
         if on_cpu and spec.usable_on_cpu is not None and not spec.usable_on_cpu():  # warns
             spec = precisions.DEFAULT
@@ -134,7 +135,6 @@ class ExecutionPlan:
         level_order = "apart" if "amx_tile" in cpu_flags()[1] else "together"
         if quantization is not None and not spec.quantizes:
             raise precisions.quantization_error()
-        cuda = torch.device(device).type == "cuda"
         if steps == "graphs" and not cuda:
             raise ConfigError(f"CUDA graphs run on a CUDA device, not on {device} (steps: eager or static)")
         return cls(spec.name, rule, level_order, onednn=onednn_available() and on_cpu,

@@ -60,8 +60,19 @@ class StaticSteps:
         self.__init__(state["capture"])
 
     def bind(self, layers: Sequence[LstmWithProjection], state_gates, projection):
-        """The step function of one :func:`~pyelmo.modeling.lstm.run_lstm` call: ``step(gates, h, c, out)``."""
-        return functools.partial(self._step, (tuple(layers), state_gates, projection))
+        """The step function of one :func:`~pyelmo.modeling.lstm.run_lstm` call: ``step(gates, h, c, out)``. Its
+        buffers are found at the call's first step (which has all its rows), and its initial states copied in;
+        later steps run on them (``h``, ``c``: the views the previous step returned)."""
+        owners, level = (tuple(layers), state_gates, projection), None
+
+        def step(gates: torch.Tensor, h: torch.Tensor, c: torch.Tensor, out: torch.Tensor):
+            nonlocal level
+            if level is None:
+                level = self._buffers(owners, gates, h, c)
+                level.h[:, : h.shape[1]].copy_(h)
+                level.c[:, : c.shape[1]].copy_(c)
+            return self._step(level, gates, out)
+        return step
 
     def _buffers(self, owners: tuple, gates: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> LevelBuffers:
         key = tuple(id(layer) for layer in owners[0])
@@ -70,21 +81,16 @@ class StaticSteps:
             level = self._levels[key] = LevelBuffers(owners, gates, h, c)
         return level
 
-    def _step(self, owners: tuple, gates: torch.Tensor, h: torch.Tensor, c: torch.Tensor,
-              out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _step(self, level: LevelBuffers, gates: torch.Tensor, out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         rows = gates.shape[1]
-        level = self._buffers(owners, gates, h, c)
         fixed_h, fixed_c, fixed_gates = level.h[:, :rows], level.c[:, :rows], level.gates[:, :rows]
-        if h.data_ptr() != fixed_h.data_ptr():  # a call's first step: its initial states (later: the buffers')
-            fixed_h.copy_(h)
-            fixed_c.copy_(c)
         fixed_gates.copy_(gates)
         graph = level.graphs.get(rows)
         if graph is not None:
             graph.replay()
         else:
-            run = functools.partial(_fixed_step, owners, fixed_gates, fixed_h, fixed_c)
-            if self.capture and self.captures_on(h.device):
+            run = functools.partial(_fixed_step, level.owners, fixed_gates, fixed_h, fixed_c)
+            if self.capture and self.captures_on(gates.device):
                 level.graphs[rows] = self._captured(run)
             else:
                 run()
