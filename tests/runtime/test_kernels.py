@@ -18,7 +18,8 @@ from pyelmo.errors import ConfigError
 from pyelmo.modelio.weights import load_bilm_hdf5
 from pyelmo.modeling.characters import batch_to_ids
 from pyelmo.runtime.options import RunOptions
-from pyelmo.runtime.plan import KERNEL_RULES, KERNELS, STEP_BATCHED_ROWS, ExecutionPlan, onednn_available
+from pyelmo.runtime.plan import (KERNEL_RULES, KERNELS, ONEDNN_MAX_ROWS, STEP_BATCHED_ROWS, ExecutionPlan,
+                                 onednn_available)
 from pyelmo.runtime.linear import PLANNED, ExactLinear, PlannedPair
 from pyelmo.runtime.planning import plan_model
 from pyelmo.runtime.products import Products
@@ -81,7 +82,10 @@ def test_default_plan_runs_the_fixed_rule(reference):
     assert {rows for rows, _ in decisions} >= {1, 256}  # the padding window; the input-to-gate products
     for (rows, shape), kernel in decisions.items():
         assert kernel == options.plan.kernel(rows, shape), (rows, shape)
-    assert set(decisions.values()) == {"onednn" if onednn_available() else "mm"}  # one kernel family
+    # oneDNN (where the build has it) up to ONEDNN_MAX_ROWS rows, torch.mm (MKL) above
+    assert {kernel for (rows, _), kernel in decisions.items() if rows <= ONEDNN_MAX_ROWS} == \
+        {"onednn" if onednn_available() else "mm"}
+    assert {kernel for (rows, _), kernel in decisions.items() if rows > ONEDNN_MAX_ROWS} == {"mm"}
     # (a time step's products of at most STEP_BATCHED_ROWS rows run batched, beside the products' kernels)
 
 
@@ -128,8 +132,11 @@ def test_the_printed_plan_is_the_plan_used(allennlp_reference, tmp_path, capsys,
 def test_fixed_rule_and_bad_plans():
     products = Products(ExecutionPlan(kernels="fixed"))
     small, large = torch.zeros(1, 24), torch.zeros(4096, 128)
-    family = "onednn" if onednn_available() else "mm"  # one kernel for every product, however small
-    assert products.kernel(small, torch.zeros(40, 24)) == products.kernel(large, torch.zeros(4096, 128)) == family
+    family = "onednn" if onednn_available() else "mm"  # up to ONEDNN_MAX_ROWS rows, whatever the weight
+    assert products.kernel(small, torch.zeros(40, 24)) == products.kernel(torch.zeros(64, 128), torch.zeros(4096, 128)) \
+        == family
+    assert products.kernel(large, torch.zeros(4096, 128)) == products.kernel(torch.zeros(65, 24), torch.zeros(40, 24)) \
+        == "mm"  # more rows: MKL writes into the caller's buffers
     # a time step's products batched while small (by work, at least STEP_BATCHED_ROWS rows); never under a
     # forced kernel or int8
     assert ExecutionPlan().batched_rows((16384, 512)) == STEP_BATCHED_ROWS

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from pyelmo.modelio.hub import shipped_folder
-from pyelmo.runtime.plan import onednn_available
+from pyelmo.runtime.plan import ONEDNN_MAX_ROWS, onednn_available
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "reference"
 
@@ -138,11 +138,12 @@ def mkl_products(text: Path, out: Path, *flags: str) -> list[dict]:
 
 @pytest.mark.skipif(not (torch.backends.mkl.is_available() and onednn_available()),
                     reason="this PyTorch build lacks MKL or oneDNN")
-def test_the_default_plan_runs_mkl_only_for_small_step_products_with_fixed_threads(tmp_path):
-    """The fixed rule: every float32 product runs through oneDNN but a time step's small products
-    (``ExecutionPlan.batched_rows``: batched over both directions, ``torch.bmm``, MKL), and MKL runs those with
-    its thread count fixed (its dynamic threading, on until ``torch.set_num_threads`` is called, gave other bits
-    in other processes). Checked without `--threads` (PyTorch's default), where that was the case."""
+def test_the_default_plan_runs_mkl_for_small_step_products_and_many_rows_with_fixed_threads(tmp_path):
+    """The fixed rule: a float32 product runs through oneDNN up to ``ONEDNN_MAX_ROWS`` rows, through MKL above,
+    and a time step's small products (``ExecutionPlan.batched_rows``: batched over both directions, ``torch.bmm``)
+    through MKL; MKL runs with its thread count fixed (its dynamic threading, on until ``torch.set_num_threads``
+    is called, gave other bits in other processes). Checked without `--threads` (PyTorch's default), where that
+    was the case."""
     from pyelmo.modelio.resolve import resolve_model
     from pyelmo.runtime.plan import ExecutionPlan
 
@@ -155,8 +156,10 @@ def test_the_default_plan_runs_mkl_only_for_small_step_products_with_fixed_threa
         pytest.skip("MKL printed no products (MKL_VERBOSE not honoured by this build)")
     calls += mkl_products(text, tmp_path / "b8.h5", "--batch-size", "8")
     assert not any(call["dynamic"] for call in calls)
-    assert {(call["m"], call["k"]) for call in calls} <= set(step)
-    assert all(call["n"] <= batched[call["m"], call["k"]] for call in calls)
+    steps = [call for call in calls if call["n"] <= ONEDNN_MAX_ROWS]
+    assert steps and {(call["m"], call["k"]) for call in steps} <= set(step)
+    assert all(call["n"] <= batched[call["m"], call["k"]] for call in steps)
+    assert len(steps) < len(calls)  # batch 8: the input-to-gate blocks, the token encoder's products
     forced = mkl_products(text, tmp_path / "o.h5", "--batch-size", "1", "--kernels", "onednn")
     assert forced == []
 

@@ -105,8 +105,8 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--bf16", action=_PrecisionAction, nargs=0, dest="precision", const="bfloat16",
                        help="the same as --precision bfloat16")
     group.add_argument("--kernels", choices=KERNEL_RULES, default=None,
-                       help="the kernel of every exact product: fixed (the default: oneDNN where this PyTorch has it, "
-                            "else torch.mm), mm or onednn (see 'pyelmo env')")
+                       help="the kernel of every exact product: fixed (the default: oneDNN where this PyTorch has it for "
+                            "products of up to 64 rows, else torch.mm), mm or onednn (see 'pyelmo env')")
     group.add_argument("--steps", choices=STEP_MODES, default=None,
                        help="how each LSTM time step runs: eager (the default on a CPU), graphs (the default on a CUDA "
                             "device: each step's kernels replayed as one CUDA graph) or static (graphs' fixed "

@@ -21,11 +21,15 @@ from typing import Callable
 import torch
 
 
+#: oneDNN's products of up to this many rows run unpadded (the fixed rule's, :data:`pyelmo.runtime.plan.ONEDNN_MAX_ROWS`).
+ONEDNN_EXACT_ROWS = 64
+
+
 @functools.lru_cache(maxsize=4096)
 def onednn_rows(rows: int) -> int:
-    """``rows`` rounded up to one of a few sizes (exact to 16, then steps of ~12.5%, multiples of 8):
-    oneDNN compiles and keeps a kernel per input shape, so padding the rows bounds its memory."""
-    size = rows if rows <= 16 else 16
+    """``rows`` rounded up to one of a few sizes (exact to :data:`ONEDNN_EXACT_ROWS`, then steps of ~12.5%,
+    multiples of 8): oneDNN compiles and keeps a kernel per input shape, so padding the rows bounds its memory."""
+    size = rows if rows <= ONEDNN_EXACT_ROWS else ONEDNN_EXACT_ROWS
     while size < rows:
         size = max(size + 8, math.ceil(size * 1.125 / 8) * 8)
     return size

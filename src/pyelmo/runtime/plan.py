@@ -19,6 +19,7 @@ import torch
 from pyelmo.errors import ConfigError
 from pyelmo.runtime import precision as precisions
 from pyelmo.runtime.precision import Precision, Quantization
+from pyelmo.runtime.kernels import ONEDNN_EXACT_ROWS
 from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS, STEP_MODES
 
 #: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
@@ -28,6 +29,12 @@ ROW_CLASSES = (1, 8, 64, 256)
 #: :data:`STEP_BATCHED_ROWS` rows: per-call cost, not arithmetic, dominates them (a oneDNN call's most).
 BATCHED_MAX_WORK = 2**22
 STEP_BATCHED_ROWS = 2
+#: Under the fixed rule, products of more rows than this (the last row class: a block of input-to-gate products,
+#: the token encoder's, a large batch's steps) run through ``torch.mm`` (MKL), which writes into the loop's buffers
+#: and adds in place; oneDNN's linear allocates every result, which is then copied or added there (at many rows,
+#: a fresh mapping's page faults too), and that costs more than its product gains.
+ONEDNN_MAX_ROWS = ROW_CLASSES[-2]
+assert ONEDNN_MAX_ROWS <= ONEDNN_EXACT_ROWS  # so oneDNN's products of the fixed rule are never padded
 
 
 def onednn_available() -> bool:
@@ -70,11 +77,11 @@ def row_class(rows: int) -> int:
     return ROW_CLASSES[-1]
 
 
-def fixed_kernel(onednn: bool) -> str:
-    """The fixed rule's kernel of an exact product, whatever its rows and weight: oneDNN on prepacked weights
-    where this PyTorch has it, else ``torch.mm`` (a time step's smallest products excepted:
-    :meth:`ExecutionPlan.batched_rows`)."""
-    return "onednn" if onednn else "mm"
+def fixed_kernel(onednn: bool, rows: int) -> str:
+    """The fixed rule's kernel of an exact product of ``rows`` rows, whatever its weight: oneDNN on prepacked
+    weights up to :data:`ONEDNN_MAX_ROWS` rows where this PyTorch has it, else ``torch.mm`` (a time step's
+    smallest products excepted: :meth:`ExecutionPlan.batched_rows`)."""
+    return "onednn" if onednn and rows <= ONEDNN_MAX_ROWS else "mm"
 
 
 @dataclass(frozen=True)
@@ -152,11 +159,11 @@ class ExecutionPlan:
         return self.spec.torch_dtype
 
     def kernel(self, rows: int, weight_shape: tuple[int, int]) -> str:
-        """The float32 kernel of a product of ``rows`` rows times ``W^T``: the plan's one kernel (``rows`` and
-        the weight's shape choose nothing)."""
+        """The float32 kernel of a product of ``rows`` rows times ``W^T``: a forced kernel, or the fixed rule's
+        (:func:`fixed_kernel`: ``rows`` choose, the weight's shape does not)."""
         if self.kernels in KERNELS:
             return self.kernels
-        return fixed_kernel(self.onednn)
+        return fixed_kernel(self.onednn, rows)
 
     def batched_rows(self, weight_shape: tuple[int, int]) -> int:
         """Up to how many rows a time step's product of a level's two directions runs as one batched ``torch``

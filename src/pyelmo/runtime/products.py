@@ -77,7 +77,7 @@ class Products:
             elif self.dtype is not None:  # oneDNN's bfloat16 products need the CPU's bfloat16 instructions
                 chosen = "onednn" if self.onednn and self.plan.spec.onednn and self.plan.spec.onednn() else "mm"
             else:
-                chosen = self.plan.kernel(x.shape[0], key[1])
+                chosen = self.plan.kernel(key[0], key[1])  # one kernel per row class
             self.decisions[key] = chosen
         return chosen
 
