@@ -9,6 +9,7 @@ picks per row class), registered by :func:`planned`: a new precision or engine i
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import torch
@@ -195,8 +196,13 @@ class PlannedPair:
     def __init__(self, linears: Sequence[PlannedLinear]) -> None:
         self.linears = list(linears)
         self.max_batched_rows = linears[0].batched_rows()
-        # W^T of each direction, stacked contiguous (D, in, out): MKL's one-row products run faster on it than on W
-        self.stacked = (torch.stack([linear.weight.t() for linear in linears]) if self.max_batched_rows else None)
+
+    @functools.cached_property
+    def stacked(self) -> torch.Tensor:
+        """W^T of each direction, stacked contiguous (D, in, out): MKL's one-row products run faster on it than on W.
+        Made at the first batched product (a transposed copy of every weight: a tenth of a second at the
+        ``original`` size, which a pair that never batches, as the input-to-gate products, does not pay)."""
+        return torch.stack([linear.weight.t() for linear in self.linears])
 
     def affine(self, x: torch.Tensor, biases: Sequence[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
         """``out[d] = x[d] W_d^T + biases[d]``, direction by direction (large products)."""
