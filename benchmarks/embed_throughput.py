@@ -39,12 +39,15 @@ pyelmo's ``ElmoEmbedder(...).embed_file`` with ``pyelmo embed``'s defaults (``--
 AllenNLP's ``embed_file`` loop (batch 32, consecutive lines, states reset per batch, one
 dataset per line + sentence_to_index; its ``allennlp.commands.elmo`` module needs nltk, not
 installed, so the loop is reproduced). pyelmo runs before and after AllenNLP (their mean).
+``--e2e-rounds R``: R such rounds, each with its ratio, and their median; with ``--base-src``, that tree
+runs beside them in every round (before and after AllenNLP too), for the gain between the trees.
 ``--memory-check``: peak RSS of ``pyelmo embed`` on 20k vs 200k lines (tiny model, --top).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
@@ -53,6 +56,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -274,7 +278,8 @@ def embed_file_process(side_name: str, options: str, weights: str, input_path: s
                        threads: int, result_path: str) -> None:
     """One side's whole-file run, in a process of its own: load the model, embed the file, write
     ``{"startup", "loop"}`` seconds (from process start) to ``result_path``. pyelmo: what ``pyelmo embed``
-    runs, ``ElmoEmbedder(...).embed_file(..., "all")`` with the defaults; AllenNLP: its ``embed_file`` loop."""
+    runs, ``ElmoEmbedder(...).embed_file(..., "all")`` with the defaults, ending as it ends (without Python's
+    teardown of the modules, 0.4 s with torch loaded); AllenNLP: its ``embed_file`` loop, and Python's exit."""
     import torch
 
     torch.set_num_threads(threads)
@@ -290,6 +295,10 @@ def embed_file_process(side_name: str, options: str, weights: str, input_path: s
         embedder.embed_file(input_path, output_path, output_format="all", overwrite=True)
     done = time.perf_counter()
     Path(result_path).write_text(json.dumps({"startup": loaded - PROCESS_START, "loop": done - loaded}))
+    if side_name != "allennlp":  # as `pyelmo embed` ends (pyelmo.cli.run): threads, atexit, then os._exit
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        os._exit(0)
 
 
 class Worker(JsonWorker):
@@ -470,10 +479,10 @@ def print_table(rows: list[dict]) -> None:
 
 
 # -- end to end and memory ----------------------------------------------------------------
-def run_cli(argv: list[str]) -> tuple[float, float]:
-    """Run a command; (wall seconds, peak RSS MB of that process)."""
+def run_cli(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Run a command (in ``env``); (wall seconds, peak RSS MB of that process)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -527,36 +536,43 @@ def latency_table(args, workdir: Path) -> None:
 def end_to_end(args, workdir: Path) -> None:
     """Whole file against whole file, on the same ``--e2e-lines`` lines: each side in a process of its
     own, timed from its start (model loading included) to its end, and its loop alone (embedding and
-    writing, measured inside). pyelmo runs before and after AllenNLP (the machine is shared: their mean)."""
+    writing, measured inside). pyelmo runs before and after AllenNLP (the machine is shared: their mean),
+    ``--e2e-rounds`` times; the ``--base-src`` tree likewise, beside it."""
     name = args.e2e_config
     options, weights = write_model(name, workdir)
     sentences = make_sentences(args.e2e_lines, seed=7)
     text = workdir / f"e2e_{args.e2e_lines}.txt"
     text.write_text("\n".join(" ".join(s) for s in sentences) + "\n", encoding="utf-8")
     tokens = sum(len(s) for s in sentences)
-    order = ["pyelmo", "allennlp", "pyelmo"] if args.reference_python else ["pyelmo"]
-    runs: dict[str, list[dict]] = {"pyelmo": [], "allennlp": []}
-    for side in order:
-        out, result = workdir / f"e2e_{side}.hdf5", workdir / "e2e_result.json"
-        python = args.reference_python if side == "allennlp" else sys.executable
-        seconds, rss = run_cli([python, "-W", "ignore", __file__, "--embed-file-process", side, str(options), str(weights),
-                                str(text), str(out), str(args.threads), str(result)])
-        runs[side].append({"whole": seconds, "rss": rss, **json.loads(result.read_text())})
-        out.unlink()
+    mine = ["pyelmo", "base"] if args.base_src else ["pyelmo"]
+    order = [*mine, "allennlp", *reversed(mine)] if args.reference_python else mine
+    rounds = [{side: [] for side in ["allennlp", *mine]} for _ in range(args.e2e_rounds)]
+    for k, runs in enumerate(rounds):
+        for side in order:
+            out, result = workdir / f"e2e_{side}.hdf5", workdir / "e2e_result.json"
+            python = args.reference_python if side == "allennlp" else sys.executable
+            env = tree_env(args.base_src, workdir / f"kernels-e2e-base-{k}-{len(runs[side])}") if side == "base" else None
+            seconds, rss = run_cli([python, "-W", "ignore", __file__, "--embed-file-process",
+                                    "pyelmo" if side == "base" else side, str(options), str(weights), str(text), str(out),
+                                    str(args.threads), str(result)], env)
+            runs[side].append({"whole": seconds, "rss": rss, **json.loads(result.read_text())})
+            out.unlink()
     print(f"\nEnd to end, config {name}, the same {args.e2e_lines} lines ({tokens} tokens) on both sides, --all, "
           f"load average {os.getloadavg()[0]:.1f}; {machine_line(args.threads)}")
-    print("| side | run | whole process s | startup s | loop s | tokens/s whole | tokens/s loop | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|")
-    labels = {"pyelmo": "pyelmo (ElmoEmbedder.embed_file, defaults)", "allennlp": "AllenNLP embed_file loop, batch 32"}
-    for side, side_runs in runs.items():
-        for k, r in enumerate(side_runs):
-            print(f"| {labels[side]} | {k + 1} | {r['whole']:.1f} | {r['startup']:.1f} | {r['loop']:.1f} | "
-                  f"{tokens / r['whole']:.0f} | {tokens / r['loop']:.0f} | {r['rss']:.0f} |")
-    if runs["allennlp"]:
+    print("| round | side | run | whole process s | startup s | loop s | tokens/s whole | tokens/s loop | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    labels = {"pyelmo": "pyelmo (ElmoEmbedder.embed_file, defaults)", "allennlp": "AllenNLP embed_file loop, batch 32",
+              "base": f"pyelmo of {args.base_src}"}
+    for k, runs in enumerate(rounds, start=1):
+        for side, side_runs in runs.items():
+            for j, r in enumerate(side_runs, start=1):
+                print(f"| {k} | {labels[side]} | {j} | {r['whole']:.1f} | {r['startup']:.1f} | {r['loop']:.1f} | "
+                      f"{tokens / r['whole']:.0f} | {tokens / r['loop']:.0f} | {r['rss']:.0f} |")
+    for side in mine if rounds[0]["allennlp"] else []:
         for part in ("whole", "loop"):
-            mine = statistics.mean(r[part] for r in runs["pyelmo"])
-            print(f"ratio ({part}, AllenNLP seconds / mean pyelmo seconds): "
-                  f"{runs['allennlp'][0][part] / mine:.2f}x")
+            ratios = [runs["allennlp"][0][part] / statistics.mean(r[part] for r in runs[side]) for runs in rounds]
+            print(f"ratio {side} ({part}, AllenNLP seconds / mean {side} seconds): "
+                  f"{', '.join(f'{x:.2f}x' for x in ratios)}; median {statistics.median(ratios):.2f}x")
 
 
 def memory_check(args, workdir: Path) -> None:
@@ -620,6 +636,7 @@ def main() -> None:
     parser.add_argument("--e2e-lines", type=int, default=0,
                         help="end to end: both sides embed the same file of this many lines, whole process each")
     parser.add_argument("--e2e-config", default="small")
+    parser.add_argument("--e2e-rounds", type=int, default=1, help="rounds of the end-to-end comparison")
     parser.add_argument("--latency-sentences", type=int, default=0,
                         help="batch-1 latency table through ElmoEmbedder.embed_sentence on this many sentences "
                              "(at least 128 for a stable figure)")
