@@ -89,6 +89,15 @@ def test_default_plan_runs_the_fixed_rule(reference):
     # (a time step's products of at most STEP_BATCHED_ROWS rows run batched, beside the products' kernels)
 
 
+def test_a_plan_makes_the_first_tanh_call_in_one_thread(allennlp_reference, tiny_model, monkeypatch):
+    """MKL's vector math (``torch.tanh``) is first called by the plan, on one element (in one thread): when two
+    OpenMP threads made their first calls at once, one of them could run a less accurate tanh (docs/RELIABILITY.md)."""
+    sizes, tanh = [], torch.tanh
+    monkeypatch.setattr(torch, "tanh", lambda x, *args, **kwargs: sizes.append(x.numel()) or tanh(x, *args, **kwargs))
+    ElmoEmbedder(tiny_model).embed_batch([s.split() for s in allennlp_reference.sentences[0]] * 20)
+    assert sizes[0] < 2048 <= max(sizes)  # ATen runs MKL's tanh on its OpenMP threads from 2048 elements
+
+
 def test_embed_file_records_the_plan_and_the_kernels_used(allennlp_reference, tiny_model, tmp_path):
     text = tmp_path / "in.txt"
     text.write_text("\n".join(s for sentences in allennlp_reference.sentences for s in sentences) + "\n")

@@ -90,14 +90,7 @@ MODELS = {
 }
 
 
-#: A known defect, open (docs/RELIABILITY.md, "Known defect"): the tiny fixtures in the bilm-tf format give other bits in
-#: a few fresh processes at 2 threads on an Intel Xeon with AVX-512 FP16; the test still runs and reports it (XPASS/XFAIL).
-RARE_OTHER_BITS = pytest.mark.xfail(reason="known defect: rare other bits at 2 threads for the tiny fixtures "
-                                           "(docs/RELIABILITY.md)", strict=False)
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, marks=RARE_OTHER_BITS) if name in ("bilm-tf", "allennlp") else name
-                                  for name in MODELS])
+@pytest.mark.parametrize("name", MODELS)
 def test_fresh_processes_threads_load_and_alignment_give_the_same_bytes(name, tmp_path):
     args, lang = MODELS[name]
     text = sentences(tmp_path / "s.txt", lang)

@@ -97,6 +97,14 @@ def fix_blas_threads() -> None:
     torch.set_num_threads(torch.get_num_threads())
 
 
+def init_vector_math() -> None:
+    """Make MKL's first vector-math call here, in this thread alone. ``torch.tanh`` on float CPU tensors is MKL's
+    ``vmsTanh``, which ATen runs on the OpenMP threads from 2048 elements on; when two threads made their first
+    calls at once, the first call of one could run a less accurate tanh (5e-5 off, on an Intel Xeon with AVX-512
+    FP16), and a sentence's vectors then differed from process to process. One element runs in this thread only."""
+    torch.tanh(torch.zeros(1))
+
+
 class Kernel:
     """``x @ W^T`` in one precision (``dtype``: ``None`` exact float32, or ``torch.bfloat16``)."""
 

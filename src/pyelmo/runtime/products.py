@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from pyelmo.runtime.kernels import KERNEL_CLASSES, Kernel, fix_blas_threads
+from pyelmo.runtime.kernels import KERNEL_CLASSES, Kernel, fix_blas_threads, init_vector_math
 from pyelmo.runtime.plan import ExecutionPlan, row_class
 from pyelmo.runtime.precision import DEFAULT, int8_engine
 
@@ -41,6 +41,7 @@ class Products:
         self.decisions: dict[tuple[int, tuple[int, int]], str] = {}
         self._derived: dict[int, tuple[weakref.ref, tuple, object]] = {}
         fix_blas_threads()  # the plan's torch products: the same sums in every process
+        init_vector_math()  # and the same tanh
 
     def __repr__(self) -> str:
         return f"Products({self.plan})"
