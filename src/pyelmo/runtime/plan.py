@@ -18,8 +18,8 @@ import torch
 
 from pyelmo.errors import ConfigError
 from pyelmo.runtime import precision as precisions
-from pyelmo.runtime.precision import Precision, Quantization
 from pyelmo.runtime.kernels import ONEDNN_EXACT_ROWS
+from pyelmo.runtime.precision import Precision, Quantization
 from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS, STEP_MODES
 
 #: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
