@@ -551,8 +551,8 @@ def end_to_end(args, workdir: Path) -> None:
         for side in order:
             out, result = workdir / f"e2e_{side}.hdf5", workdir / "e2e_result.json"
             python = args.reference_python if side == "allennlp" else sys.executable
-            fresh = Path(tempfile.mkdtemp(prefix="e2e-base-", dir=workdir)) / "kernels"
-            env = tree_env(args.base_src, fresh) if side == "base" else None
+            env = tree_env(args.base_src, Path(tempfile.mkdtemp(prefix="e2e-base-", dir=workdir)) / "kernels") \
+                if side == "base" else None
             seconds, rss = run_cli([python, "-W", "ignore", __file__, "--embed-file-process",
                                     "pyelmo" if side == "base" else side, str(options), str(weights), str(text), str(out),
                                     str(args.threads), str(result)], env)

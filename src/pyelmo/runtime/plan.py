@@ -22,19 +22,19 @@ from pyelmo.runtime.kernels import ONEDNN_EXACT_ROWS
 from pyelmo.runtime.precision import Precision, Quantization
 from pyelmo.runtime.rules import KERNEL_RULES, KERNELS, LEVEL_ORDERS, STEP_MODES
 
+#: Under the fixed rule, products of more rows than this (the last row class: a block of input-to-gate products,
+#: the token encoder's, a large batch's steps) run through ``torch.mm`` (MKL), which writes into the loop's buffers
+#: and adds in place; oneDNN's linear allocates every result, which is then copied or added there (at many rows,
+#: a fresh mapping's page faults too), and that costs more than its product gains; oneDNN's up to this many rows
+#: run unpadded (:data:`~pyelmo.runtime.kernels.ONEDNN_EXACT_ROWS`).
+ONEDNN_MAX_ROWS = ONEDNN_EXACT_ROWS
 #: A product of ``rows`` rows belongs to the first class >= rows (the last class for more rows).
-ROW_CLASSES = (1, 8, 64, 256)
+ROW_CLASSES = (1, 8, ONEDNN_MAX_ROWS, 256)
 #: Under the fixed rule, a time step's products of both directions run as one batched ``torch`` product on
 #: their stacked weights while each direction's has at most this many multiply-adds, or at most
 #: :data:`STEP_BATCHED_ROWS` rows: per-call cost, not arithmetic, dominates them (a oneDNN call's most).
 BATCHED_MAX_WORK = 2**22
 STEP_BATCHED_ROWS = 2
-#: Under the fixed rule, products of more rows than this (the last row class: a block of input-to-gate products,
-#: the token encoder's, a large batch's steps) run through ``torch.mm`` (MKL), which writes into the loop's buffers
-#: and adds in place; oneDNN's linear allocates every result, which is then copied or added there (at many rows,
-#: a fresh mapping's page faults too), and that costs more than its product gains.
-ONEDNN_MAX_ROWS = ROW_CLASSES[-2]
-assert ONEDNN_MAX_ROWS <= ONEDNN_EXACT_ROWS  # so oneDNN's products of the fixed rule are never padded
 
 
 def onednn_available() -> bool:
