@@ -49,8 +49,18 @@ class LstmWithProjection(nn.Module):
         forget[2 * self.dim : 3 * self.dim] = FORGET_BIAS
         return self.input_gates.bias + forget
 
-    def cell(self, gates: torch.Tensor, c_prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``."""
+    def cell(self, gates: torch.Tensor, c_prev: torch.Tensor,
+             inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gate pre-activations ``[i, j, f + 1, o]`` and ``c_prev`` -> ``(sigmoid(o) * tanh(c), c)``. ``inplace`` (no
+        autograd): the same operations, written over ``gates`` (the result in its j block) and ``c_prev``."""
+        if inplace:  # no new tensors: a step's new tensors of many rows cost their page faults
+            i, j, f, o = gates.chunk(4, dim=-1)
+            for gate in (i, f, o):
+                gate.sigmoid_()
+            c = c_prev.mul_(f).addcmul_(i, j.tanh_())
+            if self.cell_clip is not None:
+                c.clamp_(-self.cell_clip, self.cell_clip)
+            return torch.tanh(c, out=j).mul_(o), c
         cell_input = torch.tanh(gates[..., self.dim : 2 * self.dim])
         i, _, f, o = torch.sigmoid(gates).chunk(4, dim=-1)  # one sigmoid (j's is unused)
         c = torch.addcmul(f * c_prev, i, cell_input)  # sigmoid(f + 1) c_prev + sigmoid(i) tanh(j)
@@ -113,9 +123,10 @@ def paired(linears: Sequence[nn.Module]) -> StackedLinears:
 def lstm_step(layer: LstmWithProjection, state_gates, projection, gates: torch.Tensor, h: torch.Tensor,
               c: torch.Tensor, out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One time step of the rows still running, both directions (or one): ``gates (D, n, 4H)`` (``x W_0[:in] + B``,
-    added to in place), ``h (D, n, P)``, ``c (D, n, H)`` -> the new ``h`` (into ``out`` if given) and ``c``.
+    added to in place), ``h (D, n, P)``, ``c (D, n, H)`` -> the new ``h`` and ``c``. With ``out`` (no autograd), ``h``
+    is written into it, and the cell is computed in place: over ``gates`` and ``c``.
     ``state_gates``, ``projection``: the directions' products (:func:`paired`)."""
-    hidden, c = layer.cell(state_gates.add_to(gates, h), c)  # gates + h W_0[in:]
+    hidden, c = layer.cell(state_gates.add_to(gates, h), c, inplace=out is not None)  # gates + h W_0[in:]
     h = layer.clip_projection(projection.product(hidden, out=out), inplace=out is not None)  # hidden W_P, clipped
     return h, c
 
@@ -147,6 +158,7 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
         step_out = out.split(sizes, dim=1)
         widest = max((offsets[b] - offsets[a] for a, b in blocks), default=0)
         gate_buffer = workspace.buffer("gates", (len(layers), widest, 4 * layer.dim), inputs)
+        c = c.clone()  # the steps write over their c: the caller's stays as it was
     outputs, ended_h, ended_c = [], [], []
     for t0, t1 in blocks:
         a, b = offsets[t0], offsets[t1]
