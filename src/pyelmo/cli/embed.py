@@ -124,20 +124,24 @@ def embed_job(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyelmo.embedding.embedder import ElmoEmbedder
     from pyelmo.errors import InputError
     from pyelmo.modelio.onnx_runtime import check_runtime
 
     check_runtime(args.runtime)
     job = embed_job(args)
     job.check_run(args.stateful)  # before the model loads
+    source = resolved_model(args)
+    if args.runtime == "torch":
+        source.prefetch()  # a released model's weights are read while PyTorch is imported
+    from pyelmo.embedding.embedder import ElmoEmbedder
+
     if args.threads is not None:
         import torch
 
         if args.threads < 1:
             raise InputError(f"--threads must be at least 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-    embedder = ElmoEmbedder(resolved_model(args), batch_size=args.batch_size, stateful=args.stateful,
+    embedder = ElmoEmbedder(source, batch_size=args.batch_size, stateful=args.stateful,
                             device=args.device, max_tokens=args.max_tokens or None,
                             token_cache_size=args.token_cache_size, runtime=args.runtime, **plan_settings(args))
     count = embedder.embed_job(job)

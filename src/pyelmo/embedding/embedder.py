@@ -130,7 +130,7 @@ class ElmoEmbedder:
             self.model.to(self.device).eval()
         except (RuntimeError, AssertionError) as exc:  # CUDA missing in this torch
             raise InputError(f"device {device!r} is not usable here: {str(exc).splitlines()[0]}") from None
-        self._fingerprint: str | None = None
+        self._fingerprint: str | None = None if source is None else source.known_fingerprint()
         products = self.options.products
         if products.int8 and not any(products.quantizes(p if isinstance(p, torch.Tensor) else p.weight)
                                      for p in self.model.plan_products().values()):

@@ -11,21 +11,25 @@ they are needed (``files``/``fetch``, ``load_bilm``, ``load_with_softmax``, ``fi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from pyelmo.errors import WeightFileError
 from pyelmo.fileio import PathLike
-from pyelmo.modeling.bilm import BiLM
 from pyelmo.modelio import hub
 from pyelmo.modelio.archives import SOFTMAX_NAME, ModelFiles, find_model_files, read_softmax_hdf5
+from pyelmo.modelio.layouts import CONFIG_NAME, WEIGHTS_NAME, prefetch
 from pyelmo.modelio.onnx_folder import is_export_folder
-from pyelmo.modelio.weights import CONFIG_NAME, WEIGHTS_NAME
+
+if TYPE_CHECKING:  # resolving imports no PyTorch: a command resolves its model before it imports it
+    import torch
+
+    from pyelmo.modeling.bilm import BiLM
 
 #: What a model can be (``ResolvedModel.kind``); the remote ones are fetched into the cache on first use.
 REMOTE_KINDS = ("released", "url", "archive")
@@ -80,7 +84,11 @@ class ResolvedModel:
         from pyelmo.modelio.weights import from_pretrained, load_bilm_hdf5
 
         if self.format == "bilm-tf":
-            return load_bilm_hdf5(self.files.options, self.files.weights)
+            reading = self.__dict__.pop("_reading", None)  # prefetched arrays serve one model: they become its own
+            read = None if reading is None else reading.result()
+            if read is not None:
+                self.__dict__.setdefault("fingerprint", read.fingerprint)  # computed as they were read
+            return load_bilm_hdf5(self.files.options, self.files.weights, read)
         if self.format == "elmoformanylangs":
             return elmoformanylangs.load_converted(self.folder)
         if self.format == "onnx":
@@ -88,6 +96,13 @@ class ResolvedModel:
                                   "--runtime onnxruntime (ElmoEmbedder(..., runtime='onnxruntime')), or use the "
                                   "model it was exported from")
         return from_pretrained(self.folder)
+
+    def prefetch(self) -> None:
+        """Start reading a bilm-tf model's weights in a thread (:func:`pyelmo.modelio.layouts.prefetch`): the next
+        :meth:`load_bilm` builds the model from them, and :attr:`fingerprint` comes with them. A command calls it
+        before it imports PyTorch, which then imports while the weights are read. Other formats: nothing."""
+        if self.format == "bilm-tf" and "_reading" not in self.__dict__:
+            self.__dict__["_reading"] = prefetch(self.files.options, self.files.weights)
 
     def load_with_softmax(self, bilm: BiLM | None = None,
                           dropout: float = 0.0) -> tuple[BiLM, torch.Tensor, torch.Tensor]:
@@ -99,7 +114,12 @@ class ResolvedModel:
             raise WeightFileError(f"{self.describe()} has no softmax and vocabulary")
         if self.format == "bilm-tf":  # exported: options.json, weights.hdf5, softmax.hdf5
             return (bilm or self.load_bilm(), *read_softmax_hdf5(self.folder / SOFTMAX_NAME))
-        return _native_with_softmax(self, bilm, dropout)
+        from pyelmo.modelio import elmoformanylangs
+        from pyelmo.modelio.weights import native_with_softmax
+
+        converted = functools.partial(elmoformanylangs.load_converted, self.folder, dropout) \
+            if self.format == "elmoformanylangs" else None
+        return native_with_softmax(self.folder, bilm, dropout, converted)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -109,6 +129,11 @@ class ResolvedModel:
         if self.format == "onnx":  # recorded at the export
             return str(_read_config(self.folder).get("fingerprint", ""))
         return model_fingerprint(self.load_bilm())
+
+    def known_fingerprint(self) -> str | None:
+        """:attr:`fingerprint` where it is known without reading the weights again (asked for before, or computed
+        as :meth:`prefetch` read them), else None."""
+        return self.__dict__.get("fingerprint")
 
     def describe(self) -> str:
         """The model as messages and ``/v1/models`` name it."""
@@ -144,6 +169,8 @@ def load(model: str | os.PathLike | ResolvedModel | None = None, weight_file: st
     """Load a biLM in evaluation mode from anything :func:`resolve_model` takes: ``load()`` the shipped
     English model, ``load("chinese")``, ``load(DIR)``, ``load(OPTIONS_JSON, WEIGHTS_HDF5)``,
     ``load("original")`` (downloaded once into the cache, ``pyelmo.modelio.hub``), a URL or an archive."""
+    from pyelmo.modeling.bilm import BiLM
+
     return BiLM.from_pretrained(resolve_model(model, weight_file))
 
 
@@ -243,28 +270,6 @@ def _has_native_softmax(path: Path) -> bool:
             return {"softmax.weight", "softmax.bias"} <= set(f.keys())
     except Exception:
         return (path / CONFIG_NAME).is_file()
-
-
-def _native_with_softmax(source: ResolvedModel, bilm: BiLM | None,
-                         dropout: float) -> tuple[BiLM, torch.Tensor, torch.Tensor]:
-    """A native folder's biLM (``bilm`` when given, else read with ``dropout``) and its softmax."""
-    from safetensors import safe_open
-
-    from pyelmo.modelio import elmoformanylangs
-    from pyelmo.modelio.weights import config_from_options, load_native_state, load_native_tensors, read_native_config
-
-    folder = source.folder
-    if bilm is not None:  # the softmax alone
-        with safe_open(str(folder / WEIGHTS_NAME), framework="pt") as f:
-            return bilm, f.get_tensor("softmax.weight").float(), f.get_tensor("softmax.bias").float()
-    native = read_native_config(folder)
-    tensors = load_native_tensors(folder)
-    if source.format == "elmoformanylangs":  # continued from an ELMoForManyLangs model: their lexicons
-        bilm = elmoformanylangs.load_converted(folder, dropout, native, tensors)
-    else:
-        bilm = BiLM(config_from_options(native["options"], folder / CONFIG_NAME), dropout=dropout)
-        load_native_state(bilm, tensors, folder)
-    return bilm, tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
 
 
 def _run_model_dir(path: Path) -> Path:

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Iterator
 
@@ -13,69 +12,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from pyelmo.modeling.bilm import BACKWARD, FORWARD, BiLM
+from pyelmo.modeling.bilm import BiLM
 from pyelmo.config import ElmoConfig
-from pyelmo.errors import ConfigError, WeightFileError
+from pyelmo.errors import WeightFileError
+from pyelmo.modelio.layouts import (CONFIG_NAME, WEIGHTS_NAME, ReadWeights, check_shape, config_from_options,
+                                    fingerprint, hdf5_layout, load_options, read_weights, readable_file)
 from pyelmo.fileio import PathLike, atomic_writer, write_text_atomic
 from pyelmo.runtime.linear import owned
 
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-
-
-def _readable_file(path: PathLike, what: str) -> Path:
-    path = Path(path)
-    if not path.exists():
-        raise WeightFileError(f"{what} not found: {path}")
-    if path.is_dir():
-        raise WeightFileError(f"{what} is a directory, expected a file: {path}")
-    if not os.access(path, os.R_OK):
-        raise WeightFileError(f"{what} is not readable: {path}")
-    return path
-
-
-# -- options JSON -------------------------------------------------------------------------
-def load_options(path: PathLike) -> ElmoConfig:
-    """Read a released options JSON file into an ``ElmoConfig``."""
-    path = _readable_file(path, "options file")
-    try:
-        options = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise WeightFileError(f"options file {path} is not valid JSON: {exc}") from None
-    if not isinstance(options, dict):
-        raise WeightFileError(f"options file {path} must hold a JSON object")
-    return config_from_options(options, path)
-
 
 # -- the bilm-tf HDF5 layout --------------------------------------------------------------
-def _cell(direction: int, layer: int) -> str:
-    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
-
-
-def _hdf5_layout(model: BiLM) -> Iterator[tuple[str, torch.Tensor, str]]:
-    """(dataset name, model tensor, how to convert) for every dataset of the released layout.
-
-    Conversions: ``copy``; ``T`` (transpose); ``char`` (drop/add the padding row 0);
-    ``conv`` (TF HWIO ``(1, w, in, out)`` <-> torch ``(out, in, w)``); ``W0in`` / ``W0h``
-    (the input rows / the recurrent rows of ``W_0``, transposed).
-    """
-    enc = model.token_encoder
-    yield "char_embed", enc.char_embedding.weight, "char"
-    for i, conv in enumerate(enc.convolutions):
-        yield f"CNN/W_cnn_{i}", conv.weight, "conv"
-        yield f"CNN/b_cnn_{i}", conv.bias, "copy"
-    for k, highway in enumerate(enc.highways):
-        yield f"CNN_high_{k}/W_carry", highway.carry.weight, "T"
-        yield f"CNN_high_{k}/b_carry", highway.carry.bias, "copy"
-        yield f"CNN_high_{k}/W_transform", highway.transform.weight, "T"
-        yield f"CNN_high_{k}/b_transform", highway.transform.bias, "copy"
-    yield "CNN_proj/W_proj", enc.projection.weight, "T"
-    yield "CNN_proj/b_proj", enc.projection.bias, "copy"
-    for d in (FORWARD, BACKWARD):
-        for l, layer in enumerate(model.directions[d]):
-            yield f"{_cell(d, l)}/W_0", (layer.input_gates.weight, layer.state_gates.weight), "W0"
-            yield f"{_cell(d, l)}/B", layer.input_gates.bias, "copy"
-            yield f"{_cell(d, l)}/W_P_0", layer.projection.weight, "T"
+def _hdf5_layout(model: BiLM) -> Iterator[tuple[str, torch.Tensor | tuple[torch.Tensor, ...], str]]:
+    """(dataset name, model tensor (a ``W0``: its two), how to convert) for every dataset of the released layout
+    (:func:`pyelmo.modelio.layouts.hdf5_layout`, its parameters found by name)."""
+    for name, params, how in hdf5_layout(model.config):
+        tensors = tuple(model.get_parameter(p) for p in params)
+        yield name, tensors if len(tensors) > 1 else tensors[0], how
 
 
 def _full_layout(model: BiLM) -> list[tuple[str, torch.Tensor, str]]:
@@ -116,67 +68,21 @@ def file_shape(tensor, how: str) -> tuple[int, ...]:
     return shape
 
 
-def _materialized(model: nn.Module) -> nn.Module:
-    """``model`` (built on the meta device) with uninitialised CPU parameters of the same shapes, in place
-    (``Module.to_empty`` does the same, but its first call imports sympy, half a second)."""
-    for module in model.modules():
-        for name, p in module._parameters.items():
-            if p is not None:
-                module._parameters[name] = nn.Parameter(torch.empty(p.shape, dtype=p.dtype), p.requires_grad)
-    return model
-
-
-def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike) -> BiLM:
-    """Build a ``BiLM`` from a released options JSON and bilm-tf weight HDF5 file."""
-    import h5py
-
-    config = load_options(options_file)
-    weight_file = _readable_file(weight_file, "weight file")
+def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike, read: ReadWeights | None = None) -> BiLM:
+    """Build a ``BiLM`` from a released options JSON and bilm-tf weight HDF5 file (``read``: those files as
+    :func:`pyelmo.modelio.layouts.prefetch` read them already; its arrays become the parameters)."""
+    config = load_options(options_file) if read is None else read.config
     with torch.device("meta"):  # shapes only: every parameter is read from the file (no initialisation)
         model = BiLM(config)
-    layout = _full_layout(_materialized(model))
-    try:
-        handle = h5py.File(weight_file, "r")
-    except OSError as exc:
-        raise WeightFileError(f"weight file {weight_file} is not a readable HDF5 file ({exc})") from None
-    with handle, torch.no_grad():
-        for name, target, how in layout:
-            try:  # a corrupt file fails here, inside h5py's structure reads, with RuntimeError or OSError
-                dataset = handle[name] if name in handle else None
-            except (OSError, RuntimeError, KeyError, ValueError) as exc:
-                raise WeightFileError(f"weight file {weight_file} is corrupt: cannot read {name!r} ({exc})") from None
-            if not isinstance(dataset, h5py.Dataset):
-                raise WeightFileError(f"weight file {weight_file} has no dataset {name!r}")
-            expected = file_shape(target, how)
-            if dataset.shape != expected:
-                raise WeightFileError(
-                    f"weight file {weight_file}: dataset {name!r} has shape {dataset.shape}, "
-                    f"the options imply {expected}"
-                )
-            try:
-                array = np.asarray(dataset[...], dtype=np.float32)
-            except (OSError, RuntimeError, ValueError) as exc:
-                raise WeightFileError(f"weight file {weight_file}: dataset {name!r} is unreadable ({exc})") from None
-            if not np.isfinite(array).all():
-                raise WeightFileError(f"weight file {weight_file}: dataset {name!r} holds NaN or infinite values")
-            _assign(target, how, torch.from_numpy(array))
+    expected = {name: file_shape(target, how) for name, target, how in _full_layout(model)}
+    if read is None:
+        read = read_weights(options_file, weight_file, expected)
+    for name, shape in read.file_shapes.items():
+        check_shape(weight_file, name, shape, expected[name])
+    for name, array in read.parameters.items():
+        module, _, attr = name.rpartition(".")
+        model.get_submodule(module)._parameters[attr] = nn.Parameter(torch.from_numpy(array))
     return model.eval()
-
-
-def _assign(target, how: str, array: torch.Tensor) -> None:
-    if how == "W0":
-        n_in = target[0].shape[1]
-        target[0].copy_(array[:n_in].t())
-        target[1].copy_(array[n_in:].t())
-    elif how == "T":
-        target.copy_(array.t())
-    elif how == "char":
-        target[0].zero_()
-        target[1:].copy_(array)
-    elif how == "conv":
-        target.copy_(array[0].permute(2, 1, 0))
-    else:
-        target.copy_(array)
 
 
 def save_bilm_hdf5(model: BiLM, options_file: PathLike, weight_file: PathLike) -> None:
@@ -217,7 +123,7 @@ def read_native_config(directory: PathLike) -> dict:
     directory = Path(directory)
     if not directory.is_dir():
         raise WeightFileError(f"model directory not found: {directory}")
-    path = _readable_file(directory / CONFIG_NAME, "model config")
+    path = readable_file(directory / CONFIG_NAME, "model config")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -232,7 +138,7 @@ def load_native_tensors(directory: PathLike) -> dict[str, torch.Tensor]:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    path = _readable_file(Path(directory) / WEIGHTS_NAME, "model weights")
+    path = readable_file(Path(directory) / WEIGHTS_NAME, "model weights")
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
@@ -257,14 +163,6 @@ def load_native_state(model: BiLM, tensors: dict[str, torch.Tensor], directory: 
     model.load_state_dict({k: owned(tensors[k].float()) for k in expected}, strict=True, assign=assign)
 
 
-def config_from_options(options: dict, source: PathLike) -> ElmoConfig:
-    """``ElmoConfig.from_options``, with ``source`` (the file it came from) named in a ``ConfigError``."""
-    try:
-        return ElmoConfig.from_options(options)
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
-
-
 def native_model_config(directory: PathLike) -> ElmoConfig:
     """The ``ElmoConfig`` of a native model directory (its ``config.json``)."""
     return config_from_options(read_native_config(directory)["options"], Path(directory) / CONFIG_NAME)
@@ -280,15 +178,27 @@ def from_pretrained(directory: PathLike) -> BiLM:
     return model.eval()
 
 
+def native_with_softmax(folder: Path, bilm: BiLM | None, dropout: float,
+                        converted=None) -> tuple[BiLM, torch.Tensor, torch.Tensor]:
+    """A native folder's biLM (``bilm`` when given, else read with ``dropout``; ``converted(native config,
+    tensors)`` builds one continued from an ELMoForManyLangs model, with their lexicons) and its softmax."""
+    from safetensors import safe_open
+
+    if bilm is not None:  # the softmax alone
+        with safe_open(str(folder / WEIGHTS_NAME), framework="pt") as f:
+            return bilm, f.get_tensor("softmax.weight").float(), f.get_tensor("softmax.bias").float()
+    native = read_native_config(folder)
+    tensors = load_native_tensors(folder)
+    if converted is not None:
+        bilm = converted(native, tensors)
+    else:
+        bilm = BiLM(config_from_options(native["options"], folder / CONFIG_NAME), dropout=dropout)
+        load_native_state(bilm, tensors, folder)
+    return bilm, tensors["softmax.weight"].float(), tensors["softmax.bias"].float()
+
+
 def model_fingerprint(model: BiLM) -> str:
     """SHA-1 of a biLM's configuration and every weight tensor (names, shapes, bytes): the one
     identity of a model's weights (evaluation caches, resumable embedding runs)."""
-    import hashlib
-
-    h = hashlib.sha1()
-    h.update(model.config.to_json().encode("utf-8"))
-    for name, tensor in sorted(model.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode("utf-8"))
-        h.update(t.numpy().reshape(-1).view(np.uint8))  # the bytes, not a copy of them
-    return h.hexdigest()
+    return fingerprint(model.config.to_json(), ((name, tuple(t.shape), str(t.dtype), t.detach().cpu().contiguous().numpy())
+                                                for name, t in model.state_dict().items()))

@@ -17,10 +17,8 @@ from torch import nn
 
 from pyelmo.runtime.kernels import quantize_int8
 from pyelmo.runtime.products import Products
+from pyelmo.runtime.rules import WEIGHT_ALIGNMENT
 
-#: The alignment in bytes of the weights the kernels read (PyTorch's CPU allocator's): the libraries' code
-#: paths, and so the bits, may depend on it (a safetensors file's tensors start at any multiple of 8 bytes).
-WEIGHT_ALIGNMENT = 64
 
 #: The planned linear class of each precision name (:func:`planned`).
 PLANNED: dict[str, type[PlannedLinear]] = {}

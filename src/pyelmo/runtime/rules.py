@@ -12,3 +12,6 @@ LEVEL_ORDERS = ("together", "apart")
 #: How the packed loop runs each time step (the plan's ``steps``): called from Python (eager), on fixed
 #: buffers (static), or on those buffers captured as CUDA graphs and replayed (graphs: CUDA only, its default).
 STEP_MODES = ("eager", "static", "graphs")
+#: The alignment in bytes of the weights the kernels read (PyTorch's CPU allocator's): the libraries' code
+#: paths, and so the bits, may depend on it (a safetensors file's tensors start at any multiple of 8 bytes).
+WEIGHT_ALIGNMENT = 64

@@ -1,0 +1,102 @@
+"""A bilm-tf model's weights read in a thread before PyTorch is imported (``ResolvedModel.prefetch``, what
+``pyelmo embed`` does): the same model and fingerprint as a plain load, the loader's errors, no PyTorch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from pyelmo.cli import main
+from pyelmo.errors import WeightFileError
+from pyelmo.modelio.layouts import transposed
+from pyelmo.modelio.resolve import resolve_model
+from pyelmo.modelio.weights import load_bilm_hdf5, model_fingerprint
+from pyelmo.runtime.rules import WEIGHT_ALIGNMENT
+
+
+def _prefetched(options, weights):
+    source = resolve_model(options, weights)
+    source.prefetch()
+    return source
+
+
+def test_prefetched_weights_make_the_same_model_with_its_fingerprint(reference):
+    source = _prefetched(reference.options, reference.weights)
+    model, plain = source.load_bilm(), load_bilm_hdf5(reference.options, reference.weights)
+    ours, theirs = model.state_dict(), plain.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert source.known_fingerprint() == model_fingerprint(model) == model_fingerprint(plain)
+    # the arrays are the parameters, laid out as the planned products keep them (no copy at planning)
+    assert all(p.is_contiguous() and p.data_ptr() % WEIGHT_ALIGNMENT == 0 for p in model.parameters())
+    again = source.load_bilm()  # prefetched arrays serve one model: the next is read anew, its own
+    assert not {p.data_ptr() for p in model.parameters()} & {p.data_ptr() for p in again.parameters()}
+
+
+def test_a_plain_resolved_model_knows_no_fingerprint_until_asked(reference):
+    source = resolve_model(reference.options, reference.weights)
+    source.load_bilm()
+    assert source.known_fingerprint() is None
+    assert source.fingerprint == source.known_fingerprint() == model_fingerprint(source.load_bilm())
+
+
+def _copy_with(src, dst, name, value):
+    with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
+        for key in _datasets(f):
+            g.create_dataset(key, data=value if key == name else f[key][...])
+
+
+def _datasets(f) -> list[str]:
+    names: list[str] = []
+    f.visititems(lambda key, obj: names.append(key) if isinstance(obj, h5py.Dataset) else None)
+    return names
+
+
+@pytest.mark.parametrize("fault,match", [("nan", "NaN"), ("shape", r"CNN_proj/b_proj.*\(7,\)"),
+                                         ("conv shape", r"CNN/W_cnn_0.*has shape \(3, 2\)"), ("missing", "not found")])
+def test_a_prefetched_bad_file_fails_at_load_with_the_loaders_message(reference, tmp_path, fault, match):
+    bad = tmp_path / "bad.hdf5"
+    with h5py.File(reference.weights, "r") as f:
+        bias = f["CNN_proj/b_proj"][...]
+    if fault == "nan":
+        bias[0] = np.nan
+        _copy_with(reference.weights, bad, "CNN_proj/b_proj", bias)
+    elif fault == "shape":
+        _copy_with(reference.weights, bad, "CNN_proj/b_proj", np.zeros(7, np.float32))
+    elif fault == "conv shape":  # a shape the conversion itself cannot take
+        _copy_with(reference.weights, bad, "CNN/W_cnn_0", np.zeros((3, 2), np.float32))
+    source = _prefetched(reference.options, bad)
+    with pytest.raises(WeightFileError, match=match):
+        source.load_bilm()
+    with pytest.raises(WeightFileError, match=match):  # as the plain loader says it
+        load_bilm_hdf5(reference.options, bad)
+
+
+def test_resolving_and_prefetching_import_no_torch(allennlp_reference):
+    code = ("import sys; from pyelmo.modelio.resolve import resolve_model; "
+            f"s = resolve_model({str(allennlp_reference.options)!r}, {str(allennlp_reference.weights)!r}); "
+            "s.prefetch(); assert len(s.__dict__['_reading'].result().fingerprint) == 40; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_embed_records_the_fingerprint_read_with_the_weights(allennlp_reference, tmp_path):
+    text, out = tmp_path / "in.txt", tmp_path / "out.hdf5"
+    text.write_text("The bank closed .\nRiver bank\n")
+    assert main(["embed", str(text), str(out), "--options-file", str(allennlp_reference.options),
+                 "--weight-file", str(allennlp_reference.weights), "--no-progress"]) == 0
+    with h5py.File(out, "r") as f:
+        assert f.attrs["model_sha1"] == model_fingerprint(load_bilm_hdf5(allennlp_reference.options,
+                                                                         allennlp_reference.weights))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 300), (257, 129), (128, 256)])
+def test_tiled_transpose_is_the_transpose(shape):
+    array = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    out = transposed(array)
+    assert np.array_equal(out, array.T) and out.flags.c_contiguous and out.ctypes.data % WEIGHT_ALIGNMENT == 0
