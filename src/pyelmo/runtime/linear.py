@@ -5,7 +5,8 @@ model's ``nn.Linear`` s once, at load (:func:`pyelmo.runtime.planning.plan_model
 One class per precision, owning its prepared weight (for the kernels :class:`~pyelmo.runtime.products.Products`
 picks per row class), registered by :func:`planned`: a new precision or engine is one new class.
 :class:`PlannedPair` runs the same product of a level's directions, each on its own rows (what
-:func:`pyelmo.modeling.lstm.paired` asks a planned linear for: :meth:`PlannedLinear.pair`)."""
+:func:`pyelmo.modeling.lstm.paired` asks a planned linear for: :meth:`PlannedLinear.pair`); a block of many rows
+on its distinct rows only (:func:`distinct_rows`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,14 @@ import torch
 from torch import nn
 
 from pyelmo.runtime.kernels import quantize_int8
+from pyelmo.runtime.plan import ONEDNN_MAX_ROWS
 from pyelmo.runtime.products import Products
 from pyelmo.runtime.rules import WEIGHT_ALIGNMENT
 
+
+#: A block of more than :data:`~pyelmo.runtime.plan.ONEDNN_MAX_ROWS` rows runs on its distinct rows
+#: (:meth:`PlannedPair.affine`) when they are at most this share of its rows (above it, little is saved).
+DISTINCT_MAX_SHARE = 0.9
 
 #: The planned linear class of each precision name (:func:`planned`).
 PLANNED: dict[str, type[PlannedLinear]] = {}
@@ -186,6 +192,39 @@ class Int8Linear(PlannedLinear):
             self._prepared[self.products.plan.spec.quantized_kernel] = quantize_int8(weight.detach().float().cpu())
 
 
+@functools.lru_cache(maxsize=8)
+def _key_multipliers(halves: int, device: torch.device) -> torch.Tensor:
+    """``halves`` fixed pseudo-random int64 multipliers in [1, 2^31) (the same in every process)."""
+    generator = torch.Generator().manual_seed(0x5EED)
+    with torch.inference_mode(False):
+        return torch.randint(1, 2**31, (halves,), generator=generator, dtype=torch.int64).to(device)
+
+
+def row_keys(x: torch.Tensor) -> torch.Tensor:
+    """An int64 key of each row of float32 ``x (n, k)``, ``k < 2^15``: its bits as 16-bit integers times
+    :func:`_key_multipliers`, summed (exact integer sums, no overflow): equal rows, equal keys; distinct rows
+    rarely."""
+    halves = x.view(torch.int16).long()
+    return halves @ _key_multipliers(halves.shape[1], x.device)
+
+
+def distinct_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The distinct rows of float32 ``x (n, k)``, bit for bit, and each row's place among them: ``(distinct,
+    inverse)``, ``distinct[inverse]`` the same bits as ``x``; the distinct rows in the order of their keys
+    (:func:`row_keys`), each the first of its equal rows. ``None`` if two distinct rows share a key (checked),
+    or for another dtype or ``k >= 2^15``."""
+    if x.dtype != torch.float32 or x.shape[1] >= 2**15:
+        return None
+    x = x.contiguous()
+    keys, inverse = torch.unique(row_keys(x), return_inverse=True)
+    rows = torch.arange(x.shape[0], device=x.device)
+    first = torch.full_like(keys, x.shape[0]).scatter_reduce_(0, inverse, rows, "amin")
+    bits = x.view(torch.int32)
+    if not torch.equal(bits[first[inverse]], bits):  # a collision
+        return None
+    return x[first], inverse
+
+
 class PlannedPair:
     """The same product of a level's directions ``d``, each on its own rows ``x[d]`` (``x (D, n, in)``): steps of at
     most :meth:`PlannedLinear.batched_rows` rows as one batched product on the stacked ``W^T``, larger
@@ -203,9 +242,17 @@ class PlannedPair:
         return torch.stack([linear.weight.t() for linear in self.linears])
 
     def affine(self, x: torch.Tensor, biases: Sequence[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
-        """``out[d] = x[d] W_d^T + biases[d]``, direction by direction (large products)."""
+        """``out[d] = x[d] W_d^T + biases[d]``, direction by direction (large products). On the CPU, a block of
+        more than :data:`~pyelmo.runtime.plan.ONEDNN_MAX_ROWS` rows whose distinct rows (:func:`distinct_rows`)
+        are at most :data:`DISTINCT_MAX_SHARE` of them runs on those, each result copied to its rows (a text's
+        repeated words are equal token vectors): equal rows, the same bits."""
+        search = x.shape[1] > ONEDNN_MAX_ROWS and x.device.type == "cpu"  # a GPU would wait for the search
         for d, linear in enumerate(self.linears):
-            linear.affine(x[d], biases[d], out=out[d])
+            found = distinct_rows(x[d]) if search else None
+            if found is not None and found[0].shape[0] <= DISTINCT_MAX_SHARE * x.shape[1]:
+                torch.index_select(linear.affine(found[0], biases[d]), 0, found[1], out=out[d])
+            else:
+                linear.affine(x[d], biases[d], out=out[d])
         return out
 
     def add_to(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
