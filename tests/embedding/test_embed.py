@@ -166,7 +166,7 @@ def test_interrupt_says_resume_continues_and_refused_resume_names_the_setting(al
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(embedfile.Parts, "copy_into", interrupted)
+        m.setattr(embedfile.Parts, "join_into", interrupted)
         assert main(["embed", str(text), str(out), "--no-progress", *_args(allennlp_reference)]) == 130
     err = capsys.readouterr().err
     assert "--resume" in err and ".out.hdf5.parts" in err and not out.exists()
@@ -184,7 +184,7 @@ def test_resume_refuses_another_execution_plan_in_one_line(allennlp_reference, t
     out = tmp_path / "out.hdf5"
     int8 = ["--precision", "int8", "--int8-min-weight", "0", "--no-progress", *_args(allennlp_reference)]
     with monkeypatch.context() as m:
-        m.setattr(embedfile.Parts, "copy_into", lambda self, filename: (_ for _ in ()).throw(KeyboardInterrupt))
+        m.setattr(embedfile.Parts, "join_into", lambda self, filename: (_ for _ in ()).throw(KeyboardInterrupt))
         assert main(["embed", str(text), str(out), *int8]) == 130
     capsys.readouterr()
     other_rule = [*int8[:3], "16", *int8[4:]]
@@ -240,3 +240,24 @@ def test_sentence_vectors_file(allennlp_reference, tiny_model, tmp_path, flag, s
             assert f[str(i)].shape == shape and f[str(i)].dtype == np.float32
             np.testing.assert_allclose(f[str(i)][...], tokens.mean(axis=-2), atol=1e-5)
         assert not f["3"][...].any() and f["3"].shape == shape  # a blank line: zeros
+
+
+def test_a_join_interrupted_after_the_first_part_became_the_output_resumes_to_the_same_file(
+        allennlp_reference, text, tmp_path, monkeypatch):
+    """The first part's file becomes the output (moved, not copied); interrupted after that, --resume computes
+    that part again and writes what an uninterrupted run writes."""
+    from pyelmo.embedding import store
+
+    monkeypatch.setattr(store, "SEGMENT_LINES", 2)  # 3 lines: two parts
+    whole, out = tmp_path / "whole.hdf5", tmp_path / "out.hdf5"
+    assert main(["embed", str(text), str(whole), *_args(allennlp_reference)]) == 0
+    with monkeypatch.context() as m:
+        m.setattr(store, "_record_provenance", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+        assert main(["embed", str(text), str(out), *_args(allennlp_reference)]) == 130
+    assert not out.exists() and len(list((tmp_path / ".out.hdf5.parts").glob("part-*.h5"))) == 1
+    assert main(["embed", str(text), str(out), "--resume", *_args(allennlp_reference)]) == 0
+    with h5py.File(whole, "r") as a, h5py.File(out, "r") as b:
+        assert sorted(a) == sorted(b) == ["0", "1", "2", "sentence_to_index"]
+        assert all(np.array_equal(a[k][...], b[k][...]) for k in a)
+        ran = "kernels_used"  # what this process ran: the resumed run computed one part
+        assert {k: v for k, v in a.attrs.items() if k != ran} == {k: v for k, v in b.attrs.items() if k != ran}

@@ -115,7 +115,7 @@ def test_resume_reads_a_run_written_with_the_old_spelling(allennlp_reference, tm
     args = ["--options-file", str(allennlp_reference.options), "--weight-file", str(allennlp_reference.weights),
             "--no-progress"]
     with monkeypatch.context() as m:
-        m.setattr(parts.Parts, "copy_into", lambda self, filename: (_ for _ in ()).throw(KeyboardInterrupt))
+        m.setattr(parts.Parts, "join_into", lambda self, filename: (_ for _ in ()).throw(KeyboardInterrupt))
         assert main(["embed", str(text), str(out), *args]) == 130
     manifest = tmp_path / ".out.h5.parts" / "run.json"
     run = json.loads(manifest.read_text())

@@ -82,15 +82,22 @@ class Parts:
         os.replace(tmp, self._path(segment))
         self.completed.add(segment)
 
-    def copy_into(self, filename: Path) -> None:
-        """Copy every segment's datasets into the HDF5 file ``filename`` (created if needed).
+    def join_into(self, filename: Path) -> None:
+        """Join every segment's datasets into the HDF5 file ``filename``: the first segment's file becomes it (moved,
+        not copied: an interrupted join leaves that segment to be computed again by --resume), the others' datasets
+        are copied in.
 
         The file is reopened for each segment: an open file's metadata cache grows with its
         number of datasets, a reopened one starts empty (flat memory, and faster here)."""
         import h5py
 
-        h5py.File(filename, "a").close()
-        for segment in sorted(self.completed):
+        segments = sorted(self.completed)
+        if segments:
+            os.replace(self._path(segments[0]), filename)
+            self.completed.discard(segments[0])
+        else:
+            h5py.File(filename, "w").close()
+        for segment in segments[1:]:
             with h5py.File(filename, "a") as out, h5py.File(self._path(segment), "r") as part:
                 for key in part:
                     part.copy(key, out)

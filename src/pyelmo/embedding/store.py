@@ -144,7 +144,7 @@ def _finish(parts: Parts, sentence_to_index, output: Path, provenance: dict) -> 
     """Join the parts (and the sentence index) into ``output``, which appears complete or not at all."""
     tmp = parts.dir / "output.tmp"
     tmp.unlink(missing_ok=True)
-    parts.copy_into(tmp)
+    parts.join_into(tmp)
     if sentence_to_index is not None:
         sentence_to_index.write_to(tmp)
     _record_provenance(tmp, provenance)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import threading
 from concurrent.futures import Future
@@ -23,13 +24,12 @@ import numpy as np
 from pyelmo.config import ElmoConfig
 from pyelmo.errors import ConfigError, WeightFileError
 from pyelmo.fileio import PathLike
-from pyelmo.runtime.rules import WEIGHT_ALIGNMENT
 
 #: pyelmo's native model folder: its configuration and its weights.
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 #: The side of the square tiles a transposed copy moves at a time (a tile of each array stays in cache).
-TILE = 128
+TILE = 32
 
 
 def readable_file(path: PathLike, what: str) -> Path:
@@ -97,22 +97,24 @@ def hdf5_layout(config: ElmoConfig) -> list[tuple[str, tuple[str, ...], str]]:
 
 
 def aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
-    """An uninitialised float32 array whose data starts at a multiple of :data:`WEIGHT_ALIGNMENT` bytes (the
-    planned linears then keep it as it is: :func:`pyelmo.runtime.linear.owned`)."""
+    """An uninitialised float32 array on memory of its own, mapped anonymously: page-aligned (so at
+    :data:`pyelmo.runtime.rules.WEIGHT_ALIGNMENT`, which the planned linears keep as it is: :func:`pyelmo.runtime.linear.owned`), and
+    without the huge-page advice numpy gives its large arrays (where the kernel compacts memory for such a page
+    at its first touch, filling a fresh array can take many times as long)."""
     size = int(np.prod(shape, dtype=np.int64))
-    raw = np.empty(size + WEIGHT_ALIGNMENT // 4, dtype=np.float32)
-    start = (-raw.ctypes.data % WEIGHT_ALIGNMENT) // 4
-    return raw[start : start + size].reshape(shape)
+    return np.frombuffer(mmap.mmap(-1, max(4 * size, 1)), dtype=np.float32, count=size).reshape(shape)
 
 
 def transposed(array: np.ndarray) -> np.ndarray:
-    """``array.T`` as a new aligned contiguous array, copied tile by tile (numpy's own transposed copy of a
-    large array misses the cache on every element)."""
+    """``array.T`` as a new aligned contiguous array, moved in square tiles (numpy's own transposed copy of a large
+    array misses the cache on every element), in one numpy call: a thread doing it lets others run meanwhile."""
     rows, cols = array.shape
     out = aligned_empty((cols, rows))
-    for i in range(0, rows, TILE):
-        for j in range(0, cols, TILE):
-            out[j : j + TILE, i : i + TILE] = array[i : i + TILE, j : j + TILE].T
+    if rows % TILE or cols % TILE:  # not a whole number of tiles (small models): numpy's own
+        out[...] = array.T
+    else:
+        out.reshape(cols // TILE, TILE, rows // TILE, TILE)[...] = \
+            array.reshape(rows // TILE, TILE, cols // TILE, TILE).transpose(2, 3, 0, 1)
     return out
 
 
