@@ -34,11 +34,11 @@ has bfloat16 instructions, and its 2048^3 GEMM rates measured in the same run.
 and with the token cache off) against AllenNLP's ``_ElmoBiLm`` on a batch of one.
 
 ``--e2e-lines N``: whole file against whole file on the same N lines: each side in its own
-process, timed from start (imports and model loading included) to end, and its loop alone:
-pyelmo's ``ElmoEmbedder(...).embed_file`` with ``pyelmo embed``'s defaults (``--all``), and
-AllenNLP's ``embed_file`` loop (batch 32, consecutive lines, states reset per batch, one
-dataset per line + sentence_to_index; its ``allennlp.commands.elmo`` module needs nltk, not
-installed, so the loop is reproduced). pyelmo runs before and after AllenNLP (their mean).
+process, timed from start (imports and model loading included) to end: the command ``pyelmo embed
+--all`` with its defaults, and AllenNLP's ``embed_file`` loop (batch 32, consecutive lines, states reset
+per batch, one dataset per line + sentence_to_index; its ``allennlp.commands.elmo`` module needs nltk, not
+installed, so the loop is reproduced, without that command's imports), whose load and loop are also timed
+apart. pyelmo runs before and after AllenNLP (their mean).
 ``--e2e-rounds R``: R such rounds, each with its ratio, and their median; with ``--base-src``, that tree
 runs beside them in every round (before and after AllenNLP too), for the gain between the trees.
 ``--memory-check``: peak RSS of ``pyelmo embed`` on 20k vs 200k lines (tiny model, --top).
@@ -47,7 +47,6 @@ runs beside them in every round (before and after AllenNLP too), for the gain be
 from __future__ import annotations
 
 import argparse
-import atexit
 import json
 import os
 import random
@@ -56,7 +55,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -274,31 +272,26 @@ def reference_embed_file(side, input_path: str, output_path: str, batch_size: in
     return {"tokens": tokens, "lines": len(lines)}
 
 
-def embed_file_process(side_name: str, options: str, weights: str, input_path: str, output_path: str,
-                       threads: int, result_path: str) -> None:
-    """One side's whole-file run, in a process of its own: load the model, embed the file, write
-    ``{"startup", "loop"}`` seconds (from process start) to ``result_path``. pyelmo: what ``pyelmo embed``
-    runs, ``ElmoEmbedder(...).embed_file(..., "all")`` with the defaults, ending as it ends (without Python's
-    teardown of the modules, 0.4 s with torch loaded); AllenNLP: its ``embed_file`` loop, and Python's exit."""
+def embed_file_process(options: str, weights: str, input_path: str, output_path: str, threads: int,
+                       result_path: str) -> None:
+    """AllenNLP's whole-file run, in a process of its own: load the model, run its ``embed_file`` loop, write
+    ``{"startup", "loop"}`` seconds (from process start) to ``result_path``, and exit as Python does (as its
+    ``allennlp elmo`` command would)."""
     import torch
 
     torch.set_num_threads(threads)
-    if side_name == "allennlp":
-        side = AllennlpSide(options, weights)
-        loaded = time.perf_counter()
-        reference_embed_file(side, input_path, output_path, 32)
-    else:
-        from pyelmo.embedding.embedder import ElmoEmbedder
-
-        embedder = ElmoEmbedder(options, weights)
-        loaded = time.perf_counter()
-        embedder.embed_file(input_path, output_path, output_format="all", overwrite=True)
+    side = AllennlpSide(options, weights)
+    loaded = time.perf_counter()
+    reference_embed_file(side, input_path, output_path, 32)
     done = time.perf_counter()
     Path(result_path).write_text(json.dumps({"startup": loaded - PROCESS_START, "loop": done - loaded}))
-    if side_name != "allennlp":  # as `pyelmo embed` ends (pyelmo.cli.run): threads, atexit, then os._exit
-        threading._shutdown()
-        atexit._run_exitfuncs()
-        os._exit(0)
+
+
+def pyelmo_embed_command(options: Path, weights: Path, text: Path, out: Path, threads: int) -> list[str]:
+    """``pyelmo embed --all`` of ``text`` with the bilm-tf ``options`` and ``weights``, ``--threads``: the command a
+    user runs, under this Python (its tree: ``PYTHONPATH``)."""
+    return [sys.executable, "-m", "pyelmo", "embed", "--all", "--options-file", str(options), "--weight-file",
+            str(weights), "--threads", str(threads), "--no-progress", "--overwrite", str(text), str(out)]
 
 
 class Worker(JsonWorker):
@@ -535,8 +528,8 @@ def latency_table(args, workdir: Path) -> None:
 
 def end_to_end(args, workdir: Path) -> None:
     """Whole file against whole file, on the same ``--e2e-lines`` lines: each side in a process of its
-    own, timed from its start (model loading included) to its end, and its loop alone (embedding and
-    writing, measured inside). pyelmo runs before and after AllenNLP (the machine is shared: their mean),
+    own, timed from its start (model loading included) to its end (AllenNLP's load and loop also apart,
+    measured inside). pyelmo runs before and after AllenNLP (the machine is shared: their mean),
     ``--e2e-rounds`` times; the ``--base-src`` tree likewise, beside it."""
     name = args.e2e_config
     options, weights = write_model(name, workdir)
@@ -550,30 +543,32 @@ def end_to_end(args, workdir: Path) -> None:
     for k, runs in enumerate(rounds):
         for side in order:
             out, result = workdir / f"e2e_{side}.hdf5", workdir / "e2e_result.json"
-            python = args.reference_python if side == "allennlp" else sys.executable
-            env = tree_env(args.base_src, Path(tempfile.mkdtemp(prefix="e2e-base-", dir=workdir)) / "kernels") \
-                if side == "base" else None
-            seconds, rss = run_cli([python, "-W", "ignore", __file__, "--embed-file-process",
-                                    "pyelmo" if side == "base" else side, str(options), str(weights), str(text), str(out),
-                                    str(args.threads), str(result)], env)
-            runs[side].append({"whole": seconds, "rss": rss, **json.loads(result.read_text())})
+            if side == "allennlp":
+                seconds, rss = run_cli([args.reference_python, "-W", "ignore", __file__, "--embed-file-process",
+                                        str(options), str(weights), str(text), str(out), str(args.threads), str(result)])
+                runs[side].append({"whole": seconds, "rss": rss, **json.loads(result.read_text())})
+            else:
+                env = tree_env(args.base_src, Path(tempfile.mkdtemp(prefix="e2e-base-", dir=workdir)) / "kernels") \
+                    if side == "base" else None
+                seconds, rss = run_cli(pyelmo_embed_command(options, weights, text, out, args.threads), env)
+                runs[side].append({"whole": seconds, "rss": rss})
             out.unlink()
     print(f"\nEnd to end, config {name}, the same {args.e2e_lines} lines ({tokens} tokens) on both sides, --all, "
           f"load average {os.getloadavg()[0]:.1f}; {machine_line(args.threads)}")
     print("| round | side | run | whole process s | startup s | loop s | tokens/s whole | tokens/s loop | peak RSS MB |")
     print("|---|---|---|---|---|---|---|---|---|")
-    labels = {"pyelmo": "pyelmo (ElmoEmbedder.embed_file, defaults)", "allennlp": "AllenNLP embed_file loop, batch 32",
-              "base": f"pyelmo of {args.base_src}"}
+    labels = {"pyelmo": "`pyelmo embed --all`", "allennlp": "AllenNLP embed_file loop, batch 32",
+              "base": f"`pyelmo embed --all` of {args.base_src}"}
     for k, runs in enumerate(rounds, start=1):
         for side, side_runs in runs.items():
             for j, r in enumerate(side_runs, start=1):
-                print(f"| {k} | {labels[side]} | {j} | {r['whole']:.1f} | {r['startup']:.1f} | {r['loop']:.1f} | "
-                      f"{tokens / r['whole']:.0f} | {tokens / r['loop']:.0f} | {r['rss']:.0f} |")
+                parts = (f"{r['startup']:.1f} | {r['loop']:.1f} | {tokens / r['whole']:.0f} | {tokens / r['loop']:.0f}"
+                         if "loop" in r else f"- | - | {tokens / r['whole']:.0f} | -")
+                print(f"| {k} | {labels[side]} | {j} | {r['whole']:.1f} | {parts} | {r['rss']:.0f} |")
     for side in mine if rounds[0]["allennlp"] else []:
-        for part in ("whole", "loop"):
-            ratios = [runs["allennlp"][0][part] / statistics.mean(r[part] for r in runs[side]) for runs in rounds]
-            print(f"ratio {side} ({part}, AllenNLP seconds / mean {side} seconds): "
-                  f"{', '.join(f'{x:.2f}x' for x in ratios)}; median {statistics.median(ratios):.2f}x")
+        ratios = [runs["allennlp"][0]["whole"] / statistics.mean(r["whole"] for r in runs[side]) for runs in rounds]
+        print(f"ratio {side} (whole process, AllenNLP seconds / mean {side} seconds): "
+              f"{', '.join(f'{x:.2f}x' for x in ratios)}; median {statistics.median(ratios):.2f}x")
 
 
 def memory_check(args, workdir: Path) -> None:
@@ -643,7 +638,7 @@ def main() -> None:
                              "(at least 128 for a stable figure)")
     parser.add_argument("--latency-tokens", type=int, default=20, help="tokens per sentence of the latency table")
     parser.add_argument("--latency-config", default="small")
-    parser.add_argument("--embed-file-process", nargs=7, help=argparse.SUPPRESS)
+    parser.add_argument("--embed-file-process", nargs=6, help=argparse.SUPPRESS)
     parser.add_argument("--memory-check", action="store_true")
     parser.add_argument("--memory-config", default="tiny", choices=["tiny", "small", "original"],
                         help="model of the memory check (tiny: random 32-cell biLM; others: released sizes)")
@@ -658,8 +653,8 @@ def main() -> None:
         weight_memory_process(*args.weight_memory_process)
         return
     if args.embed_file_process:
-        side, options, weights, text, out, threads, result = args.embed_file_process
-        embed_file_process(side, options, weights, text, out, int(threads), result)
+        options, weights, text, out, threads, result = args.embed_file_process
+        embed_file_process(options, weights, text, out, int(threads), result)
         return
     with tempfile.TemporaryDirectory(prefix="pyelmo-bench-") as tmp:
         workdir = Path(args.workdir or tmp)

@@ -26,6 +26,7 @@ def _prefetched(options, weights):
 
 
 def test_prefetched_weights_make_the_same_model_with_its_fingerprint(reference):
+    interval = sys.getswitchinterval()
     source = _prefetched(reference.options, reference.weights)
     model, plain = source.load_bilm(), load_bilm_hdf5(reference.options, reference.weights)
     ours, theirs = model.state_dict(), plain.state_dict()
@@ -33,6 +34,7 @@ def test_prefetched_weights_make_the_same_model_with_its_fingerprint(reference):
     assert source.known_fingerprint() == model_fingerprint(model) == model_fingerprint(plain)
     # the arrays are the parameters, laid out as the planned products keep them (no copy at planning)
     assert all(p.is_contiguous() and p.data_ptr() % WEIGHT_ALIGNMENT == 0 for p in model.parameters())
+    assert sys.getswitchinterval() == interval  # the reader's shorter interval ends with it
     again = source.load_bilm()  # prefetched arrays serve one model: the next is read anew, its own
     assert not {p.data_ptr() for p in model.parameters()} & {p.data_ptr() for p in again.parameters()}
 

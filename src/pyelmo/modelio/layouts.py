@@ -13,6 +13,7 @@ import hashlib
 import json
 import mmap
 import os
+import sys
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from pyelmo.fileio import PathLike
 #: pyelmo's native model folder: its configuration and its weights.
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+#: The interpreter's switch interval (seconds) while :func:`prefetch` reads (Python's default is 0.005).
+PREFETCH_SWITCH_INTERVAL = 0.0005
 #: The side of the square tiles a transposed copy moves at a time (a tile of each array stays in cache).
 TILE = 32
 
@@ -216,12 +219,18 @@ def prefetch(options_file: PathLike, weight_file: PathLike) -> Future:
     """:func:`read_weights` (with the fingerprint) started in a thread of its own: its :class:`ReadWeights`, or the
     error it raised, when the future's ``result()`` is asked for."""
     future: Future = Future()
+    interval = sys.getswitchinterval()
 
     def run() -> None:
         try:
             future.set_result(read_weights(options_file, weight_file, with_fingerprint=True))
         except BaseException as exc:  # handed to whoever asks for the result
             future.set_exception(exc)
+        finally:
+            sys.setswitchinterval(interval)
+
+    # the thread takes the interpreter back soon after each numpy call, not after an import's full interval
+    sys.setswitchinterval(min(interval, PREFETCH_SWITCH_INTERVAL))
 
     threading.Thread(target=run, name="pyelmo-prefetch", daemon=True).start()
     return future
