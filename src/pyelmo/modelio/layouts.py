@@ -223,14 +223,16 @@ def prefetch(options_file: PathLike, weight_file: PathLike) -> Future:
 
     def run() -> None:
         try:
-            future.set_result(read_weights(options_file, weight_file, with_fingerprint=True))
+            read, error = read_weights(options_file, weight_file, with_fingerprint=True), None
         except BaseException as exc:  # handed to whoever asks for the result
-            future.set_exception(exc)
-        finally:
-            sys.setswitchinterval(interval)
+            read, error = None, exc
+        sys.setswitchinterval(interval)
+        if error is None:
+            future.set_result(read)
+        else:
+            future.set_exception(error)
 
     # the thread takes the interpreter back soon after each numpy call, not after an import's full interval
     sys.setswitchinterval(min(interval, PREFETCH_SWITCH_INTERVAL))
-
     threading.Thread(target=run, name="pyelmo-prefetch", daemon=True).start()
     return future
