@@ -150,3 +150,22 @@ def test_an_elmo_that_has_run_copies_and_the_copy_gives_the_same_bits(tiny_model
         copied = copy.deepcopy(elmo)  # oneDNN's packed weights are opaque tensors: not copied, packed again
         assert torch.equal(copied(ids)["elmo_representations"][0], before)
         assert torch.equal(elmo(ids)["elmo_representations"][0], before)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_a_pairs_stacked_weights_are_w_transposed_copied_or_stacked_as_stored_by_size(monkeypatch, large):
+    """Small weights (in cache) are stacked as ``W^T`` made contiguous; from ``STACK_AS_STORED_MIN`` elements on, as
+    stored (a plain copy) and read transposed; the batched one-row products match the directions' own."""
+    from pyelmo.runtime import linear as planned_linear
+
+    monkeypatch.setattr(planned_linear, "STACK_AS_STORED_MIN", 24 * 40 if large else 24 * 40 + 1)
+    torch.manual_seed(0)
+    linears = [nn.Linear(24, 40, bias=False) for _ in range(2)]
+    planned = list(plan_model(nn.Sequential(*linears), RunOptions(ExecutionPlan())))
+    pair = planned[0].pair(planned)
+    x = torch.randn(2, 1, 24)
+    with torch.no_grad():
+        got = pair.product(x, torch.empty(2, 1, 40))
+        torch.testing.assert_close(got, torch.stack([linears[d](x[d]) for d in range(2)]), rtol=1e-6, atol=1e-6)
+    assert pair.stacked.is_contiguous() != large
+    assert torch.equal(pair.stacked, torch.stack([linear.weight.t() for linear in linears]))

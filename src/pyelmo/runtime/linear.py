@@ -26,6 +26,9 @@ from pyelmo.runtime.rules import WEIGHT_ALIGNMENT
 #: (:meth:`PlannedPair.affine`) when they are at most this share of its rows (above it, little is saved).
 DISTINCT_MAX_SHARE = 0.9
 
+#: From this many elements on, a pair's weights are stacked as stored for its batched products (:attr:`PlannedPair.stacked`).
+STACK_AS_STORED_MIN = 2**21
+
 #: The planned linear class of each precision name (:func:`planned`).
 PLANNED: dict[str, type[PlannedLinear]] = {}
 
@@ -236,10 +239,15 @@ class PlannedPair:
 
     @functools.cached_property
     def stacked(self) -> torch.Tensor:
-        """W^T of each direction, stacked contiguous (D, in, out): MKL's one-row products run faster on it than on W.
-        Made at the first batched product (a transposed copy of every weight: a tenth of a second at the
-        ``original`` size, which a pair that never batches, as the input-to-gate products, does not pay)."""
-        return torch.stack([linear.weight.t() for linear in self.linears])
+        """W^T of each direction, stacked (D, in, out): made contiguous for weights of fewer than
+        :data:`STACK_AS_STORED_MIN` elements (MKL's one-row products, on weights that stay in cache, run faster on
+        it than on W), else a view of the weights stacked as stored (as fast there, and a plain copy, several times
+        cheaper to make than a transposed one). Made at the first batched product: a pair that never batches (the
+        input-to-gate products) does not pay for it."""
+        weights = [linear.weight for linear in self.linears]
+        if weights[0].numel() >= STACK_AS_STORED_MIN:
+            return torch.stack(weights).transpose(1, 2)
+        return torch.stack([w.t() for w in weights])
 
     def affine(self, x: torch.Tensor, biases: Sequence[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
         """``out[d] = x[d] W_d^T + biases[d]``, direction by direction (large products). On the CPU, a block of
