@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     job.check_run(args.stateful)  # before the model loads
     source = resolved_model(args)
     if args.runtime == "torch":
-        source.prefetch()  # a released model's weights are read while PyTorch is imported
+        source.prefetch()  # a bilm-tf model's weights are read while PyTorch is imported
     from pyelmo.embedding.embedder import ElmoEmbedder
 
     if args.threads is not None:

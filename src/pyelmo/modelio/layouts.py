@@ -101,9 +101,9 @@ def hdf5_layout(config: ElmoConfig) -> list[tuple[str, tuple[str, ...], str]]:
 
 def aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
     """An uninitialised float32 array on memory of its own, mapped anonymously: page-aligned (so at
-    :data:`pyelmo.runtime.rules.WEIGHT_ALIGNMENT`, which the planned linears keep as it is: :func:`pyelmo.runtime.linear.owned`), and
-    without the huge-page advice numpy gives its large arrays (where the kernel compacts memory for such a page
-    at its first touch, filling a fresh array can take many times as long)."""
+    :data:`pyelmo.runtime.rules.WEIGHT_ALIGNMENT`, which the planned linears keep as it is:
+    :func:`pyelmo.runtime.linear.owned`), and without the huge-page advice numpy gives its large arrays (where the
+    kernel compacts memory for such a page at its first touch, filling a fresh array can take many times as long)."""
     size = int(np.prod(shape, dtype=np.int64))
     return np.frombuffer(mmap.mmap(-1, max(4 * size, 1)), dtype=np.float32, count=size).reshape(shape)
 
