@@ -172,11 +172,21 @@ def resolved_model(args: argparse.Namespace):
     return resolve_model(*model_source(args), lang=getattr(args, "lang", None))
 
 
+def prefetched_model(args: argparse.Namespace, runtime: str = "torch"):
+    """:func:`resolved_model`, for a command that imports PyTorch next and loads it there (``runtime``): a bilm-tf
+    model's weights are read in a thread meanwhile (:meth:`~pyelmo.modelio.resolve.ResolvedModel.prefetch`)."""
+    source = resolved_model(args)
+    if runtime == "torch":
+        source.prefetch()
+    return source
+
+
 def load_embedder(args: argparse.Namespace, **kwargs):
-    """An ``ElmoEmbedder`` for the model the flags name."""
+    """An ``ElmoEmbedder`` for the model the flags name (:func:`prefetched_model`)."""
+    source = prefetched_model(args, kwargs.get("runtime", "torch"))
     from pyelmo.embedding.embedder import ElmoEmbedder
 
-    return ElmoEmbedder(resolved_model(args), **kwargs)
+    return ElmoEmbedder(source, **kwargs)
 
 
 def print_json(obj) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyelmo.cli.common import add_lang_argument, add_model_arguments, add_plan_arguments, plan_settings, resolved_model
+from pyelmo.cli.common import add_lang_argument, add_model_arguments, add_plan_arguments, plan_settings, prefetched_model
 from pyelmo.text.batching import DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_CACHE_SIZE
 
 DESCRIPTION = """\
@@ -130,9 +130,7 @@ def run(args: argparse.Namespace) -> int:
     check_runtime(args.runtime)
     job = embed_job(args)
     job.check_run(args.stateful)  # before the model loads
-    source = resolved_model(args)
-    if args.runtime == "torch":
-        source.prefetch()  # a bilm-tf model's weights are read while PyTorch is imported
+    source = prefetched_model(args, args.runtime)  # a bilm-tf model's weights are read while PyTorch is imported
     from pyelmo.embedding.embedder import ElmoEmbedder
 
     if args.threads is not None:

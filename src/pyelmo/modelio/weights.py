@@ -75,10 +75,11 @@ def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike, read: ReadWeig
     with torch.device("meta"):  # shapes only: every parameter is read from the file (no initialisation)
         model = BiLM(config)
     expected = {name: file_shape(target, how) for name, target, how in _full_layout(model)}
-    if read is None:
+    if read is None:  # each dataset's shape checked before it is read
         read = read_weights(options_file, weight_file, expected)
-    for name, shape in read.file_shapes.items():
-        check_shape(weight_file, name, shape, expected[name])
+    else:  # read without the model: checked now
+        for name, shape in read.file_shapes.items():
+            check_shape(weight_file, name, shape, expected[name])
     for name, array in read.parameters.items():
         module, _, attr = name.rpartition(".")
         model.get_submodule(module)._parameters[attr] = nn.Parameter(torch.from_numpy(array))
