@@ -92,6 +92,32 @@ def test_gradients_flow_and_masked_positions_are_zero(skip):
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
+@pytest.mark.parametrize("skip", [True, False])
+@pytest.mark.parametrize("planned", [False, True])
+def test_a_call_without_final_states_runs_the_boundary_steps_once_with_the_same_layers(skip, planned):
+    """Stateless, without the final states, the ``<S>``/``</S>`` steps every sentence shares run once on one
+    row and the dropped ones do not run (``BiLM._shared_start``): the same layers, empty sentences included."""
+    torch.manual_seed(0)
+    config = ElmoConfig(char_cnn=CharCNNConfig(filters=((1, 4), (2, 4)), n_highway=1, embedding_dim=4),
+                        lstm=LSTMConfig(dim=8, projection_dim=4, n_layers=2, use_skip_connections=skip,
+                                        cell_clip=3.0, proj_clip=3.0))
+    model, options = BiLM(config).eval(), None
+    if planned:
+        embedder = ElmoEmbedder(model)
+        model, options = embedder.model, embedder.options
+    batches = [[["a", "b", "c"], ["d"], [], ["a", "b", "c", "d", "e"]], [["x"]], [[], []], [["a"] * 40, ["a"]]]
+    for batch in batches:
+        ids = batch_to_ids(batch)
+        with torch.no_grad():
+            full = model(ids, options=options)
+            shared = model(ids, options=options, final_state=False)
+        assert shared.final_state is None and full.final_state is not None
+        assert shared.layers.shape == full.layers.shape
+        assert torch.equal(shared.mask, full.mask)
+        torch.testing.assert_close(shared.layers, full.layers, atol=1e-6, rtol=0)
+        assert not shared.layers[:, ~shared.mask].any()  # nothing past a sentence's end
+
+
 def test_token_encoder_once_per_distinct_token_has_the_same_values_and_gradients():
     """Training runs the token encoder on distinct tokens only; values and gradients are unchanged."""
     from pyelmo.modeling.encoder import TokenEncoder, encode_distinct

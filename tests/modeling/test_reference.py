@@ -15,20 +15,21 @@ from pyelmo.modelio.weights import load_bilm_hdf5
 ATOL = 1e-5
 
 
-def _top(model, batch, options=None):
+def _top(model, batch, options=None, final_state=True):
     with torch.no_grad():
-        return model(batch_to_ids(batch), options=options).layers[-1].numpy()
+        return model(batch_to_ids(batch), options=options, final_state=final_state).layers[-1].numpy()
 
 
 def _stateful(backend: str) -> RunOptions:
     return RunOptions(states=CarriedStates()) if backend == "differentiable" else RunOptions.inference(stateful=True)
 
 
+@pytest.mark.parametrize("final_state", [True, False])
 @pytest.mark.parametrize("backend", ["differentiable", "inference"])
-def test_first_batch_stateless(reference, backend):
+def test_first_batch_stateless(reference, backend, final_state):
     model = load_bilm_hdf5(reference.options, reference.weights)
     batch = reference.batch(0)
-    top = _top(model, batch, None if backend == "differentiable" else RunOptions.inference())
+    top = _top(model, batch, None if backend == "differentiable" else RunOptions.inference(), final_state)
     for k, sentence in enumerate(batch):
         np.testing.assert_allclose(top[k, : len(sentence)], reference.expected(k, 0), atol=ATOL, rtol=0)
 

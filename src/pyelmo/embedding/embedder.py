@@ -208,7 +208,7 @@ class ElmoEmbedder:
             raise InputError("pass each sentence as a list of tokens, not a string: e.g. text.split(), "
                              "or embed_sentence(text, tokenize=True)")
         ids = to_device(batch_to_ids(batch, self.model.config.char_cnn.max_characters_per_token), self.device)
-        layers = to_host(self.model(ids, options=self.options).layers.float()).numpy()
+        layers = to_host(self.model(ids, options=self.options, final_state=False).layers.float()).numpy()
         return [np.ascontiguousarray(layers[:, row, : len(sentence)]) for row, sentence in enumerate(batch)]
 
     def tokenize(self, text: str, lang: str = "auto") -> list[str]:

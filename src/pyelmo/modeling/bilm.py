@@ -75,21 +75,27 @@ class BiLM(nn.Module):
         self.level: Level = Together()
 
     def forward(self, char_ids: torch.Tensor, keep_sentence_boundaries: bool = False, options=None,
-                initial_state: tuple[torch.Tensor, torch.Tensor] | None = None) -> BiLMOutput:
+                initial_state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                final_state: bool = True) -> BiLMOutput:
         """``char_ids (B, T, max_chars)`` from ``batch_to_ids`` -> all layers, the token mask and the final states.
 
         ``options``: the caller's run state (``token_cache``, ``states``; see the class), or None.
         ``initial_state``: ``(h, c)`` as in ``BiLMOutput.final_state`` (default: zeros, or the
-        carried states of a stateful ``options``).
+        carried states of a stateful ``options``). ``final_state=False``: the caller needs no final states, which
+        lets a stateless call skip work (:meth:`_shared_start`; ``BiLMOutput.final_state`` is then None).
         """
         cache = getattr(options, "token_cache", None)
         inference = not self.level.differentiable
         if cache is not None and not inference and torch.is_grad_enabled():
             raise ValueError("a token cache keeps no gradients: run under torch.no_grad(), or without one")
         no_autocast = torch.autocast(char_ids.device.type, enabled=False) if inference else contextlib.nullcontext()
+        states = getattr(options, "states", None)
+        shared = not (keep_sentence_boundaries or final_state or self.training) and states is None \
+            and initial_state is None
         with torch.no_grad() if inference else contextlib.nullcontext(), no_autocast:
-            return self._run(char_ids, keep_sentence_boundaries, cache, getattr(options, "states", None),
-                             initial_state)
+            if shared:
+                return self._shared_start(char_ids, cache)
+            return self._run(char_ids, keep_sentence_boundaries, cache, states, initial_state)
 
     def _run(self, char_ids: torch.Tensor, keep_sentence_boundaries: bool, cache, states,
              initial_state: tuple[torch.Tensor, torch.Tensor] | None) -> BiLMOutput:
@@ -99,16 +105,13 @@ class BiLM(nn.Module):
         lengths = lengths + 2
         full_mask = torch.arange(char_ids.shape[1], device=char_ids.device) < lengths[:, None]
         rows = PackedRows(lengths, char_ids.shape[1])
-        flat_ids = char_ids.reshape(-1, char_ids.shape[-1])[rows.forward_src]
-        tokens = encode_distinct(self.token_encoder, flat_ids, cache)
+        tokens = encode_distinct(self.token_encoder, char_ids.reshape(-1, char_ids.shape[-1])[rows.forward_src],
+                                 cache)
         x = rows.both_directions(tokens)  # (2, n_packed, P): each direction's inputs
         h0, c0 = self._initial_state(len(lengths), x, initial_state, states)
         levels, final_h, final_c = [x], [], []
         for l in range(self.config.lstm.n_layers):
-            pair = [self.directions[FORWARD][l], self.directions[BACKWARD][l]]
-            out, h, c = self.level(pair, self.dropout(x), rows, rows.sort(h0[:, l]), rows.sort(c0[:, l]))
-            if l > 0 and self.config.lstm.use_skip_connections:
-                out = out + x
+            out, h, c = self._level(l, x, rows, rows.sort(h0[:, l]), rows.sort(c0[:, l]))
             final_h.append(rows.unsort(h))
             final_c.append(rows.unsort(c))
             levels.append(out)
@@ -122,6 +125,43 @@ class BiLM(nn.Module):
             return BiLMOutput(stacked, full_mask, final_state)
         # drop <S> (first position) and </S> (position length + 1 of each row)
         return BiLMOutput(stacked[:, :, 1:-1] * mask[None, :, :, None], mask, final_state)
+
+    def _shared_start(self, char_ids: torch.Tensor, cache) -> BiLMOutput:
+        """Stateless, without the boundaries' vectors or the final states: the same layers as :meth:`_run`.
+
+        Every sentence's forward LSTMs start from zero states with ``<S>``, its backward ones with ``</S>``:
+        those steps are the same for every sentence, so they run once, on one row, and every sentence's tokens
+        start from the states they reach. The forward ``</S>`` and backward ``<S>`` steps, whose vectors
+        are dropped, do not run.
+        """
+        mask = char_ids.gt(0).any(-1)
+        rows = PackedRows(mask.sum(-1), char_ids.shape[1])
+        n_chars = char_ids.shape[-1]
+        boundaries = char_ids.new_tensor([bos_ids(n_chars), eos_ids(n_chars)])
+        tokens = encode_distinct(self.token_encoder, torch.cat([char_ids.reshape(-1, n_chars)[rows.forward_src],
+                                                                boundaries]), cache)
+        x = rows.both_directions(tokens[:-2])
+        start = tokens[-2:, None]  # (2, 1, P): the forward direction's <S>, the backward one's </S>
+        one = PackedRows(mask.new_ones(1, dtype=torch.long), 1)
+        lstm = self.config.lstm
+        levels = [x]
+        for l in range(lstm.n_layers):
+            start, h, c = self._level(l, start, one, start.new_zeros(2, 1, lstm.projection_dim),
+                                      start.new_zeros(2, 1, lstm.dim))
+            h, c = (state.expand(-1, rows.batch, -1).contiguous() for state in (h, c))
+            x, _, _ = self._level(l, x, rows, h, c)
+            levels.append(x)
+        return BiLMOutput(rows.assemble(levels), mask)
+
+    def _level(self, l: int, x: torch.Tensor, rows: PackedRows, h: torch.Tensor,
+               c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Level ``l``'s two directions over packed ``x`` from states ``h``, ``c`` (sorted rows): the outputs
+        (with the skip connection above the first level) and each row's final states."""
+        pair = [self.directions[FORWARD][l], self.directions[BACKWARD][l]]
+        out, h, c = self.level(pair, self.dropout(x), rows, h, c)
+        if l > 0 and self.config.lstm.use_skip_connections:
+            out = out + x
+        return out, h, c
 
     @classmethod
     def from_pretrained(cls, model) -> "BiLM":

@@ -173,7 +173,9 @@ def run_lstm(layers: Sequence[LstmWithProjection], inputs: torch.Tensor, rows: P
             outputs.append(h)
     final_h = torch.cat([h, *reversed(ended_h)], dim=1)
     final_c = torch.cat([c, *reversed(ended_c)], dim=1)
-    return (out if inplace else torch.cat(outputs, dim=1)), final_h, final_c
+    if not inplace:
+        out = torch.cat(outputs, dim=1) if outputs else inputs.new_empty(len(layers), 0, layer.projection_dim)
+    return out, final_h, final_c
 
 
 class Level(nn.Module):

@@ -29,7 +29,8 @@ class PackedRows:
         self.batch_sizes: list[int] = sizes.tolist()
         self.offsets: list[int] = [0] + torch.cumsum(sizes, 0).tolist()
         step = torch.repeat_interleave(torch.arange(len(self.batch_sizes), device=device), sizes)
-        sorted_row = torch.arange(len(step), device=device) - torch.tensor(self.offsets[:-1], device=device)[step]
+        sorted_row = torch.arange(len(step), device=device) - torch.tensor(self.offsets[:-1], dtype=torch.long,
+                                                                         device=device)[step]
         row = self.order[sorted_row]
         self.forward_src = row * steps + step
         self.backward_src = row * steps + self.sorted_lengths[sorted_row] - 1 - step

@@ -93,7 +93,8 @@ class OnnxBiLM:
                                   "export it again (pyelmo export --format onnx)")
         self._input, self._outputs = INPUT_NAME, list(OUTPUT_NAMES)
 
-    def __call__(self, char_ids, options=None):
+    def __call__(self, char_ids, options=None, final_state: bool = False):
+        """The export's layers and mask (``BiLM.forward`` stateless; no final states, whatever ``final_state``)."""
         import numpy as np
         import torch
 
