@@ -1,5 +1,6 @@
-"""A bilm-tf model's weights read in a thread before PyTorch is imported (``ResolvedModel.prefetch``, what
-``pyelmo embed`` does): the same model and fingerprint as a plain load, the loader's errors, no PyTorch."""
+"""A bilm-tf model's weights read beside the caller before PyTorch is imported (``ResolvedModel.prefetch``, what
+``pyelmo embed`` does): in a thread, or in a forked process in a process without PyTorch; the same model and
+fingerprint as a plain load, the loader's errors, no PyTorch."""
 
 from __future__ import annotations
 
@@ -85,6 +86,60 @@ def test_resolving_and_prefetching_import_no_torch(allennlp_reference):
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _without_torch(code: str) -> str:
+    """``code``'s output, run in a fresh interpreter (no PyTorch imported: :func:`prefetch` forks there)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_process_without_torch_reads_in_a_forked_process_the_same_arrays(allennlp_reference):
+    code = f"""
+import numpy as np
+from pyelmo.modelio import layouts
+from pyelmo.runtime.rules import WEIGHT_ALIGNMENT
+files = {str(allennlp_reference.options)!r}, {str(allennlp_reference.weights)!r}
+reading = layouts.prefetch(*files)
+assert isinstance(reading, layouts.ForkedRead), reading
+forked, plain = reading.result(), layouts.read_weights(*files, with_fingerprint=True)
+assert reading.result() is forked
+assert forked.fingerprint == plain.fingerprint and forked.file_shapes == plain.file_shapes
+assert forked.config == plain.config and forked.parameters.keys() == plain.parameters.keys()
+for name, array in plain.parameters.items():
+    got = forked.parameters[name]
+    assert got.dtype == array.dtype and np.array_equal(got, array), name
+    assert got.flags.writeable and got.ctypes.data % WEIGHT_ALIGNMENT == 0, name
+import torch
+from pyelmo.modelio.weights import load_bilm_hdf5, model_fingerprint
+model = load_bilm_hdf5(*files, forked)
+assert model_fingerprint(model) == forked.fingerprint
+print("ok")
+"""
+    assert _without_torch(code) == "ok"
+
+
+@pytest.mark.parametrize("fault,match", [("nan", "NaN"), ("missing", "not found")])
+def test_a_forked_reader_that_fails_gives_the_loaders_message(reference, tmp_path, fault, match):
+    bad = tmp_path / "bad.hdf5"
+    with h5py.File(reference.weights, "r") as f:
+        bias = f["CNN_proj/b_proj"][...]
+    if fault == "nan":
+        bias[0] = np.nan
+        _copy_with(reference.weights, bad, "CNN_proj/b_proj", bias)
+    code = f"""
+from pyelmo.errors import WeightFileError
+from pyelmo.modelio import layouts
+reading = layouts.prefetch({str(reference.options)!r}, {str(bad)!r})
+assert isinstance(reading, layouts.ForkedRead), reading
+try:
+    reading.result()
+except WeightFileError as exc:
+    print(exc)
+"""
+    message = _without_torch(code)
+    with pytest.raises(WeightFileError, match=match) as plain:
+        load_bilm_hdf5(reference.options, bad)
+    assert message == str(plain.value)
 
 
 def test_embed_records_the_fingerprint_read_with_the_weights(allennlp_reference, tmp_path):

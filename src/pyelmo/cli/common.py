@@ -174,7 +174,7 @@ def resolved_model(args: argparse.Namespace):
 
 def prefetched_model(args: argparse.Namespace, runtime: str = "torch"):
     """:func:`resolved_model`, for a command that imports PyTorch next and loads it there (``runtime``): a bilm-tf
-    model's weights are read in a thread meanwhile (:meth:`~pyelmo.modelio.resolve.ResolvedModel.prefetch`)."""
+    model's weights are read meanwhile, in a forked process or a thread (:meth:`~pyelmo.modelio.resolve.ResolvedModel.prefetch`)."""
     source = resolved_model(args)
     if runtime == "torch":
         source.prefetch()

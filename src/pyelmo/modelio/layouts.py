@@ -3,7 +3,8 @@ bilm-tf weight file (options JSON + HDF5) read as the model's parameters, in the
 with the weights' fingerprint.
 
 :func:`read_weights` is what :func:`pyelmo.modelio.weights.load_bilm_hdf5` builds a model from; :func:`prefetch`
-runs it in a thread, so that a command reads and arranges the weights (and hashes them) while PyTorch is imported.
+runs it in a process (or a thread) of its own, so that a command reads and arranges the weights (and hashes them)
+while PyTorch is imported.
 :func:`hdf5_layout` is the one description of the bilm-tf file's layout, by the model's parameter names.
 """
 
@@ -18,7 +19,7 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -108,11 +109,33 @@ def aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, max(4 * size, 1)), dtype=np.float32, count=size).reshape(shape)
 
 
-def transposed(array: np.ndarray) -> np.ndarray:
+#: Where :func:`read_weights` puts the arrays it makes: :func:`aligned_empty`, or :meth:`SharedArrays.empty`.
+Empty = Callable[[tuple[int, ...]], np.ndarray]
+
+
+class SharedArrays:
+    """Arrays on one memory file (``os.memfd_create``), each at an offset of its own aligned to the page: what a
+    forked reader fills and its parent then maps whole (:func:`prefetch`). ``offsets``: each array's, by address."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.size = fd, 0
+        self.offsets: dict[int, int] = {}
+
+    def empty(self, shape: tuple[int, ...]) -> np.ndarray:
+        count = int(np.prod(shape, dtype=np.int64))
+        length, offset = max(4 * count, 1), self.size
+        self.size += -(-length // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
+        os.ftruncate(self.fd, self.size)
+        array = np.frombuffer(mmap.mmap(self.fd, length, offset=offset), dtype=np.float32, count=count).reshape(shape)
+        self.offsets[array.ctypes.data] = offset
+        return array
+
+
+def transposed(array: np.ndarray, empty: Empty = aligned_empty) -> np.ndarray:
     """``array.T`` as a new aligned contiguous array, moved in square tiles (numpy's own transposed copy of a large
     array misses the cache on every element), in one numpy call: a thread doing it lets others run meanwhile."""
     rows, cols = array.shape
-    out = aligned_empty((cols, rows))
+    out = empty((cols, rows))
     if rows % TILE or cols % TILE:  # not a whole number of tiles (small models): numpy's own
         out[...] = array.T
     else:
@@ -121,27 +144,27 @@ def transposed(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def _aligned_copy(array: np.ndarray) -> np.ndarray:
-    out = aligned_empty(array.shape)
+def _aligned_copy(array: np.ndarray, empty: Empty) -> np.ndarray:
+    out = empty(array.shape)
     out[...] = array
     return out
 
 
-def to_model_layout(array: np.ndarray, how: str, split: int) -> tuple[np.ndarray, ...]:
-    """A dataset (float32, its file shape) as the parameters it holds (:func:`hdf5_layout`); ``split``: the input
-    rows of a ``W0``."""
+def to_model_layout(array: np.ndarray, how: str, split: int, empty: Empty = aligned_empty) -> tuple[np.ndarray, ...]:
+    """A dataset (float32, its file shape) as the parameters it holds (:func:`hdf5_layout`), new arrays from
+    ``empty``; ``split``: the input rows of a ``W0``."""
     if how == "W0":
-        return transposed(array[:split]), transposed(array[split:])
+        return transposed(array[:split], empty), transposed(array[split:], empty)
     if how == "T":
-        return (transposed(array),)
+        return (transposed(array, empty),)
     if how == "char":
-        out = aligned_empty((array.shape[0] + 1, *array.shape[1:]))
+        out = empty((array.shape[0] + 1, *array.shape[1:]))
         out[0] = 0.0
         out[1:] = array
         return (out,)
     if how == "conv":
-        return (_aligned_copy(array[0].transpose(2, 1, 0)),)
-    return (_aligned_copy(array),)
+        return (_aligned_copy(array[0].transpose(2, 1, 0), empty),)
+    return (_aligned_copy(array, empty),)
 
 
 def fingerprint(config_json: str, tensors: Iterable[tuple[str, tuple[int, ...], str, np.ndarray]]) -> str:
@@ -168,10 +191,10 @@ class ReadWeights:
 
 
 def read_weights(options_file: PathLike, weight_file: PathLike, expected: dict[str, tuple[int, ...]] | None = None,
-                 with_fingerprint: bool = False) -> ReadWeights:
+                 with_fingerprint: bool = False, empty: Empty = aligned_empty) -> ReadWeights:
     """Read every dataset of :func:`hdf5_layout` from ``weight_file`` (checked: present, readable, finite; with
-    ``expected``, each dataset's shape before it is read) into the model's layout. ``with_fingerprint``: the
-    parameters' fingerprint too (see :class:`ReadWeights`)."""
+    ``expected``, each dataset's shape before it is read) into the model's layout, on arrays from ``empty``.
+    ``with_fingerprint``: the parameters' fingerprint too (see :class:`ReadWeights`)."""
     import h5py
 
     config = load_options(options_file)
@@ -199,7 +222,7 @@ def read_weights(options_file: PathLike, weight_file: PathLike, expected: dict[s
             if not np.isfinite(array).all():
                 raise WeightFileError(f"weight file {weight_file}: dataset {name!r} holds NaN or infinite values")
             try:
-                read.parameters.update(zip(params, to_model_layout(array, how, config.lstm.projection_dim)))
+                read.parameters.update(zip(params, to_model_layout(array, how, config.lstm.projection_dim, empty)))
             except (ValueError, IndexError):  # another shape: the loader, which knows the shape it needs, says so
                 continue
     if with_fingerprint:
@@ -215,9 +238,77 @@ def check_shape(weight_file: PathLike, name: str, shape: tuple, expected: tuple)
                               f"the options imply {tuple(expected)}")
 
 
-def prefetch(options_file: PathLike, weight_file: PathLike) -> Future:
-    """:func:`read_weights` (with the fingerprint) started in a thread of its own: its :class:`ReadWeights`, or the
-    error it raised, when the future's ``result()`` is asked for."""
+def prefetch(options_file: PathLike, weight_file: PathLike) -> Future | ForkedRead:
+    """:func:`read_weights` (with the fingerprint) started beside the caller: its :class:`ReadWeights`, or the error it
+    raised, when ``result()`` is asked for. In a process of its own (:class:`ForkedRead`) where one can be forked
+    safely (Linux, one thread, PyTorch not imported yet: a command's start), else in a thread."""
+    if "torch" not in sys.modules and threading.active_count() == 1 and hasattr(os, "memfd_create"):
+        try:
+            return ForkedRead(options_file, weight_file)
+        except OSError:  # no memory file or no fork here: a thread
+            pass
+    return _prefetch_thread(options_file, weight_file)
+
+
+class ForkedRead:
+    """:func:`read_weights` in a forked process, on :class:`SharedArrays` this process maps when it asks for the
+    :meth:`result`: the reading and hashing take nothing from this process's interpreter (a thread takes turns
+    with an import). Where the reader fails, :meth:`result` reads here, so the error is the one a read without
+    prefetch gives."""
+
+    def __init__(self, options_file: PathLike, weight_file: PathLike) -> None:
+        self.files = (options_file, weight_file)
+        self._read: ReadWeights | None = None
+        self.fd = os.memfd_create("pyelmo-weights", os.MFD_CLOEXEC)
+        receive, send = os.pipe()
+        try:
+            self.pid = os.fork()
+        except OSError:
+            for fd in (self.fd, receive, send):
+                os.close(fd)
+            raise
+        if self.pid == 0:  # the reader: reports on the pipe and exits, running none of this process's exit handlers
+            status = 1
+            try:
+                os.close(receive)
+                arrays = SharedArrays(self.fd)
+                read = read_weights(options_file, weight_file, with_fingerprint=True, empty=arrays.empty)
+                report = {"size": arrays.size, "fingerprint": read.fingerprint, "file_shapes": read.file_shapes,
+                          "parameters": [[name, arrays.offsets[array.ctypes.data], array.shape]
+                                         for name, array in read.parameters.items()]}
+                with os.fdopen(send, "w") as pipe:
+                    json.dump(report, pipe)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(send)
+        self.receive = receive
+
+    def result(self) -> ReadWeights:
+        if self._read is None:
+            with os.fdopen(self.receive) as pipe:
+                text = pipe.read()
+            os.waitpid(self.pid, 0)
+            try:
+                report = json.loads(text) if text else None
+                self._read = None if report is None else self._mapped(report)
+            finally:
+                os.close(self.fd)
+            if self._read is None:  # the reader failed: read here, for its error
+                self._read = read_weights(*self.files, with_fingerprint=True)
+        return self._read
+
+    def _mapped(self, report: dict) -> ReadWeights:
+        whole = mmap.mmap(self.fd, report["size"])
+        read = ReadWeights(load_options(self.files[0]), fingerprint=report["fingerprint"],
+                           file_shapes={name: tuple(shape) for name, shape in report["file_shapes"].items()})
+        for name, offset, shape in report["parameters"]:
+            count = int(np.prod(shape, dtype=np.int64))
+            read.parameters[name] = np.frombuffer(whole, np.float32, count, offset).reshape(shape)
+        return read
+
+
+def _prefetch_thread(options_file: PathLike, weight_file: PathLike) -> Future:
     future: Future = Future()
     interval = sys.getswitchinterval()
 
