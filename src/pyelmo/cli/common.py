@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 
 from pyelmo.cli import OneLineErrors
 from pyelmo.errors import InputError
@@ -173,11 +174,20 @@ def resolved_model(args: argparse.Namespace):
 
 
 def prefetched_model(args: argparse.Namespace, runtime: str = "torch"):
-    """:func:`resolved_model`, for a command that imports PyTorch next and loads it there (``runtime``): a bilm-tf
-    model's weights are read meanwhile, in a forked process or a thread (:meth:`~pyelmo.modelio.resolve.ResolvedModel.prefetch`)."""
+    """:func:`resolved_model`, for a command that loads it in PyTorch (``runtime``): a bilm-tf model's weights are
+    read (:meth:`~pyelmo.modelio.resolve.ResolvedModel.prefetch`: in a forked process or a thread) while this
+    imports PyTorch, with the cyclic garbage collector paused (the import makes objects by the hundred thousand,
+    which would set off its full collections meanwhile)."""
     source = resolved_model(args)
     if runtime == "torch":
         source.prefetch()
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            import torch  # noqa: F401
+        finally:
+            if collecting:
+                gc.enable()
     return source
 
 
