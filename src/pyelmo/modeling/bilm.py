@@ -90,8 +90,9 @@ class BiLM(nn.Module):
             raise ValueError("a token cache keeps no gradients: run under torch.no_grad(), or without one")
         no_autocast = torch.autocast(char_ids.device.type, enabled=False) if inference else contextlib.nullcontext()
         states = getattr(options, "states", None)
-        shared = not (keep_sentence_boundaries or final_state or self.training) and states is None \
-            and initial_state is None
+        # (in training, the shared steps would share their dropout too)
+        shared = not (keep_sentence_boundaries or final_state or self.training or states is not None
+                      or initial_state is not None)
         with torch.no_grad() if inference else contextlib.nullcontext(), no_autocast:
             if shared:
                 return self._shared_start(char_ids, cache)
@@ -105,8 +106,8 @@ class BiLM(nn.Module):
         lengths = lengths + 2
         full_mask = torch.arange(char_ids.shape[1], device=char_ids.device) < lengths[:, None]
         rows = PackedRows(lengths, char_ids.shape[1])
-        tokens = encode_distinct(self.token_encoder, char_ids.reshape(-1, char_ids.shape[-1])[rows.forward_src],
-                                 cache)
+        flat_ids = char_ids.reshape(-1, char_ids.shape[-1])[rows.forward_src]
+        tokens = encode_distinct(self.token_encoder, flat_ids, cache)
         x = rows.both_directions(tokens)  # (2, n_packed, P): each direction's inputs
         h0, c0 = self._initial_state(len(lengths), x, initial_state, states)
         levels, final_h, final_c = [x], [], []
