@@ -96,11 +96,11 @@ def _without_torch(code: str) -> str:
 def test_a_process_without_torch_reads_in_a_forked_process_the_same_arrays(allennlp_reference):
     code = f"""
 import numpy as np
-from pyelmo.modelio import layouts
+from pyelmo.modelio import layouts, prefetch
 from pyelmo.runtime.rules import WEIGHT_ALIGNMENT
 files = {str(allennlp_reference.options)!r}, {str(allennlp_reference.weights)!r}
-reading = layouts.prefetch(*files)
-assert isinstance(reading, layouts.ForkedRead), reading
+reading = prefetch.prefetch(*files)
+assert isinstance(reading, prefetch.ForkedRead), reading
 forked, plain = reading.result(), layouts.read_weights(*files, with_fingerprint=True)
 assert reading.result() is forked
 assert forked.fingerprint == plain.fingerprint and forked.file_shapes == plain.file_shapes
@@ -128,9 +128,9 @@ def test_a_forked_reader_that_fails_gives_the_loaders_message(reference, tmp_pat
         _copy_with(reference.weights, bad, "CNN_proj/b_proj", bias)
     code = f"""
 from pyelmo.errors import WeightFileError
-from pyelmo.modelio import layouts
-reading = layouts.prefetch({str(reference.options)!r}, {str(bad)!r})
-assert isinstance(reading, layouts.ForkedRead), reading
+from pyelmo.modelio import prefetch
+reading = prefetch.prefetch({str(reference.options)!r}, {str(bad)!r})
+assert isinstance(reading, prefetch.ForkedRead), reading
 try:
     reading.result()
 except WeightFileError as exc:

@@ -3,8 +3,8 @@ bilm-tf weight file (options JSON + HDF5) read as the model's parameters, in the
 with the weights' fingerprint.
 
 :func:`read_weights` is what :func:`pyelmo.modelio.weights.load_bilm_hdf5` builds a model from; :func:`prefetch`
-runs it in a process (or a thread) of its own, so that a command reads and arranges the weights (and hashes them)
-while PyTorch is imported.
+(:mod:`pyelmo.modelio.prefetch`) runs it beside the process, so that a command reads and arranges the weights (and
+hashes them) while PyTorch is imported.
 :func:`hdf5_layout` is the one description of the bilm-tf file's layout, by the model's parameter names.
 """
 
@@ -14,9 +14,6 @@ import hashlib
 import json
 import mmap
 import os
-import sys
-import threading
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -30,8 +27,6 @@ from pyelmo.fileio import PathLike
 #: pyelmo's native model folder: its configuration and its weights.
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
-#: The interpreter's switch interval (seconds) while :func:`prefetch` reads (Python's default is 0.005).
-PREFETCH_SWITCH_INTERVAL = 0.0005
 #: The side of the square tiles a transposed copy moves at a time (a tile of each array stays in cache).
 TILE = 32
 
@@ -109,26 +104,9 @@ def aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(mmap.mmap(-1, max(4 * size, 1)), dtype=np.float32, count=size).reshape(shape)
 
 
-#: Where :func:`read_weights` puts the arrays it makes: :func:`aligned_empty`, or :meth:`SharedArrays.empty`.
+#: Where :func:`read_weights` puts the arrays it makes: :func:`aligned_empty`, or another allocator of the same
+#: arrays (:class:`pyelmo.modelio.prefetch.SharedArrays`).
 Empty = Callable[[tuple[int, ...]], np.ndarray]
-
-
-class SharedArrays:
-    """Arrays on one memory file (``os.memfd_create``), each at an offset of its own aligned to the page: what a
-    forked reader fills and its parent then maps whole (:func:`prefetch`). ``offsets``: each array's, by address."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.size = fd, 0
-        self.offsets: dict[int, int] = {}
-
-    def empty(self, shape: tuple[int, ...]) -> np.ndarray:
-        count = int(np.prod(shape, dtype=np.int64))
-        length, offset = max(4 * count, 1), self.size
-        self.size += -(-length // mmap.ALLOCATIONGRANULARITY) * mmap.ALLOCATIONGRANULARITY
-        os.ftruncate(self.fd, self.size)
-        array = np.frombuffer(mmap.mmap(self.fd, length, offset=offset), dtype=np.float32, count=count).reshape(shape)
-        self.offsets[array.ctypes.data] = offset
-        return array
 
 
 def transposed(array: np.ndarray, empty: Empty = aligned_empty) -> np.ndarray:
@@ -236,94 +214,3 @@ def check_shape(weight_file: PathLike, name: str, shape: tuple, expected: tuple)
     if tuple(shape) != tuple(expected):
         raise WeightFileError(f"weight file {weight_file}: dataset {name!r} has shape {tuple(shape)}, "
                               f"the options imply {tuple(expected)}")
-
-
-def prefetch(options_file: PathLike, weight_file: PathLike) -> Future | ForkedRead:
-    """:func:`read_weights` (with the fingerprint) started beside the caller: its :class:`ReadWeights`, or the error it
-    raised, when ``result()`` is asked for. In a process of its own (:class:`ForkedRead`) where one can be forked
-    safely (Linux, one thread, PyTorch not imported yet: a command's start), else in a thread."""
-    if "torch" not in sys.modules and threading.active_count() == 1 and hasattr(os, "memfd_create"):
-        try:
-            return ForkedRead(options_file, weight_file)
-        except OSError:  # no memory file or no fork here: a thread
-            pass
-    return _prefetch_thread(options_file, weight_file)
-
-
-class ForkedRead:
-    """:func:`read_weights` in a forked process, on :class:`SharedArrays` this process maps when it asks for the
-    :meth:`result`: the reading and hashing take nothing from this process's interpreter (a thread takes turns
-    with an import). Where the reader fails, :meth:`result` reads here, so the error is the one a read without
-    prefetch gives."""
-
-    def __init__(self, options_file: PathLike, weight_file: PathLike) -> None:
-        self.files = (options_file, weight_file)
-        self._read: ReadWeights | None = None
-        self.fd = os.memfd_create("pyelmo-weights", os.MFD_CLOEXEC)
-        receive, send = os.pipe()
-        try:
-            self.pid = os.fork()
-        except OSError:
-            for fd in (self.fd, receive, send):
-                os.close(fd)
-            raise
-        if self.pid == 0:  # the reader: reports on the pipe and exits, running none of this process's exit handlers
-            status = 1
-            try:
-                os.close(receive)
-                arrays = SharedArrays(self.fd)
-                read = read_weights(options_file, weight_file, with_fingerprint=True, empty=arrays.empty)
-                report = {"size": arrays.size, "fingerprint": read.fingerprint, "file_shapes": read.file_shapes,
-                          "parameters": [[name, arrays.offsets[array.ctypes.data], array.shape]
-                                         for name, array in read.parameters.items()]}
-                with os.fdopen(send, "w") as pipe:
-                    json.dump(report, pipe)
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(send)
-        self.receive = receive
-
-    def result(self) -> ReadWeights:
-        if self._read is None:
-            with os.fdopen(self.receive) as pipe:
-                text = pipe.read()
-            os.waitpid(self.pid, 0)
-            try:
-                report = json.loads(text) if text else None
-                self._read = None if report is None else self._mapped(report)
-            finally:
-                os.close(self.fd)
-            if self._read is None:  # the reader failed: read here, for its error
-                self._read = read_weights(*self.files, with_fingerprint=True)
-        return self._read
-
-    def _mapped(self, report: dict) -> ReadWeights:
-        whole = mmap.mmap(self.fd, report["size"])
-        read = ReadWeights(load_options(self.files[0]), fingerprint=report["fingerprint"],
-                           file_shapes={name: tuple(shape) for name, shape in report["file_shapes"].items()})
-        for name, offset, shape in report["parameters"]:
-            count = int(np.prod(shape, dtype=np.int64))
-            read.parameters[name] = np.frombuffer(whole, np.float32, count, offset).reshape(shape)
-        return read
-
-
-def _prefetch_thread(options_file: PathLike, weight_file: PathLike) -> Future:
-    future: Future = Future()
-    interval = sys.getswitchinterval()
-
-    def run() -> None:
-        try:
-            read, error = read_weights(options_file, weight_file, with_fingerprint=True), None
-        except BaseException as exc:  # handed to whoever asks for the result
-            read, error = None, exc
-        sys.setswitchinterval(interval)
-        if error is None:
-            future.set_result(read)
-        else:
-            future.set_exception(error)
-
-    # the thread takes the interpreter back soon after each numpy call, not after an import's full interval
-    sys.setswitchinterval(min(interval, PREFETCH_SWITCH_INTERVAL))
-    threading.Thread(target=run, name="pyelmo-prefetch", daemon=True).start()
-    return future

@@ -23,7 +23,8 @@ from pyelmo.errors import WeightFileError
 from pyelmo.fileio import PathLike
 from pyelmo.modelio import hub
 from pyelmo.modelio.archives import SOFTMAX_NAME, ModelFiles, find_model_files, read_softmax_hdf5
-from pyelmo.modelio.layouts import CONFIG_NAME, WEIGHTS_NAME, prefetch
+from pyelmo.modelio.layouts import CONFIG_NAME, WEIGHTS_NAME
+from pyelmo.modelio.prefetch import prefetch
 from pyelmo.modelio.onnx_folder import is_export_folder
 
 if TYPE_CHECKING:  # resolving imports no PyTorch: a command resolves its model before it imports it
@@ -98,7 +99,7 @@ class ResolvedModel:
         return from_pretrained(self.folder)
 
     def prefetch(self) -> None:
-        """Start reading a bilm-tf model's weights beside this process (:func:`pyelmo.modelio.layouts.prefetch`: in a
+        """Start reading a bilm-tf model's weights beside this process (:func:`pyelmo.modelio.prefetch.prefetch`: in a
         forked process, or a thread): the next :meth:`load_bilm` builds the model from them, and :attr:`fingerprint`
         comes with them. A command calls it before it imports PyTorch, which then imports while the weights are
         read. Other formats: nothing."""

@@ -70,7 +70,7 @@ def file_shape(tensor, how: str) -> tuple[int, ...]:
 
 def load_bilm_hdf5(options_file: PathLike, weight_file: PathLike, read: ReadWeights | None = None) -> BiLM:
     """Build a ``BiLM`` from a released options JSON and bilm-tf weight HDF5 file (``read``: those files as
-    :func:`pyelmo.modelio.layouts.prefetch` read them already; its arrays become the parameters)."""
+    :func:`pyelmo.modelio.prefetch.prefetch` read them already; its arrays become the parameters)."""
     config = load_options(options_file) if read is None else read.config
     with torch.device("meta"):  # shapes only: every parameter is read from the file (no initialisation)
         model = BiLM(config)

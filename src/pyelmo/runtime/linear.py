@@ -264,9 +264,12 @@ class PlannedPair:
         return out
 
     def add_to(self, acc: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """``acc[d] += x[d] W_d^T``."""
+        """``acc[d] += x[d] W_d^T``. A batched product runs on ``x`` made contiguous, into a result of its own, then
+        added (copied, in :meth:`product`): ATen's batched products round by the layout of their operands, which
+        then is the same wherever the rows and the sums live (a call's initial states or a step's outputs, the
+        loop's buffers or fixed ones)."""
         if x.shape[1] <= self.max_batched_rows:
-            return acc.baddbmm_(x, self.stacked)
+            return acc.add_(torch.bmm(x.contiguous(), self.stacked))
         for d, linear in enumerate(self.linears):
             linear.add_to(acc[d], x[d])
         return acc
@@ -274,7 +277,7 @@ class PlannedPair:
     def product(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """``out[d] = x[d] W_d^T``."""
         if x.shape[1] <= self.max_batched_rows:
-            return torch.bmm(x, self.stacked, out=out)
+            return out.copy_(torch.bmm(x.contiguous(), self.stacked))
         for d, linear in enumerate(self.linears):
             linear.product(x[d], out=out[d])
         return out
