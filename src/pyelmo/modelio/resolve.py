@@ -99,10 +99,9 @@ class ResolvedModel:
         return from_pretrained(self.folder)
 
     def prefetch(self) -> None:
-        """Start reading a bilm-tf model's weights beside this process (:func:`pyelmo.modelio.prefetch.prefetch`: in a
-        forked process, or a thread): the next :meth:`load_bilm` builds the model from them, and :attr:`fingerprint`
-        comes with them. A command calls it before it imports PyTorch, which then imports while the weights are
-        read. Other formats: nothing."""
+        """Start reading a bilm-tf model's weights beside this process (:func:`pyelmo.modelio.prefetch.prefetch`): the
+        next :meth:`load_bilm` builds the model from them, and :attr:`fingerprint` comes with them. A command calls
+        it before it imports PyTorch, which then imports while the weights are read. Other formats: nothing."""
         if self.format == "bilm-tf" and "_reading" not in self.__dict__:
             self.__dict__["_reading"] = prefetch(self.files.options, self.files.weights)
 
