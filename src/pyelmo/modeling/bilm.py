@@ -96,7 +96,8 @@ class BiLM(nn.Module):
         with torch.no_grad() if inference else contextlib.nullcontext(), no_autocast:
             if shared:
                 return self._shared_start(char_ids, cache)
-            return self._run(char_ids, keep_sentence_boundaries, cache, states, initial_state)
+            output = self._run(char_ids, keep_sentence_boundaries, cache, states, initial_state)
+        return output if final_state else BiLMOutput(output.layers, output.mask)
 
     def _run(self, char_ids: torch.Tensor, keep_sentence_boundaries: bool, cache, states,
              initial_state: tuple[torch.Tensor, torch.Tensor] | None) -> BiLMOutput:
