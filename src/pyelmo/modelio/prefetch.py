@@ -72,8 +72,9 @@ class ForkedRead:
                 text = pipe.read()
             os.waitpid(self.pid, 0)
             try:
-                report = json.loads(text) if text else None
-                self._read = None if report is None else self._mapped(report)
+                self._read = self._mapped(json.loads(text)) if text else None
+            except ValueError:  # a report cut short: the reader was stopped
+                self._read = None
             finally:
                 os.close(self.fd)
             if self._read is None:  # the reader failed: read here, for its error
