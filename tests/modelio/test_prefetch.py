@@ -59,9 +59,8 @@ def _datasets(f) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("fault,match", [("nan", "NaN"), ("shape", r"CNN_proj/b_proj.*\(7,\)"),
-                                         ("conv shape", r"CNN/W_cnn_0.*has shape \(3, 2\)"), ("missing", "not found")])
-def test_a_prefetched_bad_file_fails_at_load_with_the_loaders_message(reference, tmp_path, fault, match):
+def _bad_weights(reference, tmp_path, fault: str):
+    """A copy of the reference weights with ``fault`` (``missing``: no file)."""
     bad = tmp_path / "bad.hdf5"
     with h5py.File(reference.weights, "r") as f:
         bias = f["CNN_proj/b_proj"][...]
@@ -72,6 +71,13 @@ def test_a_prefetched_bad_file_fails_at_load_with_the_loaders_message(reference,
         _copy_with(reference.weights, bad, "CNN_proj/b_proj", np.zeros(7, np.float32))
     elif fault == "conv shape":  # a shape the conversion itself cannot take
         _copy_with(reference.weights, bad, "CNN/W_cnn_0", np.zeros((3, 2), np.float32))
+    return bad
+
+
+@pytest.mark.parametrize("fault,match", [("nan", "NaN"), ("shape", r"CNN_proj/b_proj.*\(7,\)"),
+                                         ("conv shape", r"CNN/W_cnn_0.*has shape \(3, 2\)"), ("missing", "not found")])
+def test_a_prefetched_bad_file_fails_at_load_with_the_loaders_message(reference, tmp_path, fault, match):
+    bad = _bad_weights(reference, tmp_path, fault)
     source = _prefetched(reference.options, bad)
     with pytest.raises(WeightFileError, match=match):
         source.load_bilm()
@@ -120,12 +126,7 @@ print("ok")
 
 @pytest.mark.parametrize("fault,match", [("nan", "NaN"), ("missing", "not found")])
 def test_a_forked_reader_that_fails_gives_the_loaders_message(reference, tmp_path, fault, match):
-    bad = tmp_path / "bad.hdf5"
-    with h5py.File(reference.weights, "r") as f:
-        bias = f["CNN_proj/b_proj"][...]
-    if fault == "nan":
-        bias[0] = np.nan
-        _copy_with(reference.weights, bad, "CNN_proj/b_proj", bias)
+    bad = _bad_weights(reference, tmp_path, fault)
     code = f"""
 from pyelmo.errors import WeightFileError
 from pyelmo.modelio import prefetch
