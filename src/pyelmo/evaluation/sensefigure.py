@@ -41,7 +41,8 @@ def write_sense_figure(data: dict[str, tuple], path: str | os.PathLike, labels: 
     from pyelmo.evaluation.demo_zh import chinese_font
 
     font = chinese_font() if labels else None
-    with plt.rc_context({"font.sans-serif": ["DejaVu Sans", font]} if font else {}):
+    # the Chinese font first: matplotlib took no glyph from a font after DejaVu Sans (a .ttc collection's face)
+    with plt.rc_context({"font.sans-serif": [font, "DejaVu Sans"]} if font else {}):
         return _write_sense_figure(plt, data, Path(path), labels if labels and not font else None)
 
 

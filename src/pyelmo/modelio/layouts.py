@@ -2,9 +2,9 @@
 bilm-tf weight file (options JSON + HDF5) read as the model's parameters, in their layout (aligned numpy arrays),
 with the weights' fingerprint.
 
-:func:`read_weights` is what :func:`pyelmo.modelio.weights.load_bilm_hdf5` builds a model from; :func:`prefetch`
-(:mod:`pyelmo.modelio.prefetch`) runs it beside the process, so that a command reads and arranges the weights (and
-hashes them) while PyTorch is imported.
+:func:`read_weights` is what :func:`pyelmo.modelio.weights.load_bilm_hdf5` builds a model from;
+:func:`pyelmo.modelio.prefetch.prefetch` runs it beside the process, so that a command reads and arranges the
+weights (and hashes them) while PyTorch is imported.
 :func:`hdf5_layout` is the one description of the bilm-tf file's layout, by the model's parameter names.
 """
 
